@@ -1,0 +1,61 @@
+use thiserror::Error;
+
+/// Errors opening or configuring a store.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The URL could not be parsed, or names a location Tarn refuses (for example one with
+    /// `..` segments or control characters).
+    #[error("invalid table URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The URL's scheme has no store.
+    #[error(
+        "unsupported URL scheme {scheme:?} in {url:?}; use memory://, file://, a path, or s3://"
+    )]
+    UnsupportedScheme {
+        /// The scheme found.
+        scheme: String,
+        /// The URL as given.
+        url: String,
+    },
+    /// An option key is not known for this kind of store.
+    #[error("unknown store option {key:?} for {url:?}")]
+    UnknownOption {
+        /// The option key.
+        key: String,
+        /// The URL the option was given for.
+        url: String,
+    },
+    /// A latency profile name is not known.
+    #[error("unknown latency profile {name:?}; known: none, s3-standard, s3-express")]
+    UnknownProfile {
+        /// The name given.
+        name: String,
+    },
+    /// The underlying store could not be built (bad credentials configuration, bad endpoint).
+    #[error("cannot build the store for {url:?}: {source}")]
+    Build {
+        /// The URL.
+        url: String,
+        /// The object_store error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// Reading or preparing the local path failed.
+    #[error("cannot use local path {path:?}: {source}")]
+    Io {
+        /// The local path.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,31 @@
+//! Object stores for Tarn tables.
+//!
+//! Every byte Tarn reads or writes goes through an [`object_store::ObjectStore`]. This crate
+//! opens one from a URL ([`open`]) and provides composable wrappers, each an `ObjectStore`
+//! itself:
+//!
+//! - [`CountingStore`] counts requests by kind, bytes, and the *critical path*: how many
+//!   round trips an operation waited on one after another.
+//! - [`LatencyStore`] sleeps per request following a named, seeded [`LatencyProfile`]
+//!   (`s3-standard`, `s3-express`) to replay S3 behaviour on one machine.
+//!
+//! The [`conformance`] module is the suite of behaviours every store and wrapper must show,
+//! put-if-absent among them; Tarn's tests run it against memory, local files, every wrapper
+//! and a real S3-compatible server.
+//!
+//! This crate knows nothing of tables.
+
+mod counting;
+mod error;
+mod latency;
+mod location;
+
+pub mod conformance;
+
+pub use counting::{CountingStore, RequestCounter, RequestCounts};
+pub use error::{Error, Result};
+pub use latency::{LatencyProfile, LatencyStore, OpLatency};
+pub use location::{StoreLocation, StoreOptions, open, open_with_options};
+
+/// Re-export of the `object_store` crate this crate is built on, so users name one version.
+pub use object_store;

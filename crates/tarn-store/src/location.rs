@@ -1,0 +1,374 @@
+//! Opening a store from a table URL.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use object_store::ObjectStore;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// Options for opening a store, on top of what the environment (`AWS_*`) provides.
+///
+/// Keys are those `object_store` understands for S3 (`endpoint`, `region`, `access_key_id`,
+/// `secret_access_key`, `session_token`, `allow_http`, `s3_express`, and their `aws_` forms);
+/// an option given here wins over the environment. Options are ignored for memory and local
+/// stores, which have none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreOptions {
+    values: BTreeMap<String, String>,
+}
+
+impl StoreOptions {
+    /// No options: everything comes from the URL and the environment.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets an option by its key.
+    #[must_use]
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.values.insert(key.into(), value.into());
+        self
+    }
+
+    /// The S3 endpoint, for S3-compatible servers such as MinIO (`http://127.0.0.1:9000`).
+    #[must_use]
+    pub fn with_endpoint(self, endpoint: impl Into<String>) -> Self {
+        self.with("endpoint", endpoint)
+    }
+
+    /// The S3 region.
+    #[must_use]
+    pub fn with_region(self, region: impl Into<String>) -> Self {
+        self.with("region", region)
+    }
+
+    /// Static credentials.
+    #[must_use]
+    pub fn with_credentials(
+        self,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+    ) -> Self {
+        self.with("access_key_id", access_key_id)
+            .with("secret_access_key", secret_access_key)
+    }
+
+    /// Allows plain-HTTP endpoints (a local MinIO).
+    #[must_use]
+    pub fn with_allow_http(self, allow: bool) -> Self {
+        self.with("allow_http", allow.to_string())
+    }
+
+    /// The options as key/value pairs.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// Where a table lives: a store and the path of the table's root inside it.
+///
+/// The store is rooted at the file system root, the bucket, or the memory store, so paths
+/// outside the table root (absolute paths some Delta writers record) resolve in the same
+/// store when they share its scheme and authority.
+#[derive(Debug, Clone)]
+pub struct StoreLocation {
+    url: Url,
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+impl StoreLocation {
+    /// A location from parts, for stores built by hand (wrapped, or configured in ways
+    /// [`open`] does not cover). `url` is used for messages and to resolve absolute paths.
+    pub fn new(url: Url, store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        Self { url, store, root }
+    }
+
+    /// The normalised URL of the table root.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The table root inside the store.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The same location with its store replaced, for example by a wrapper around it.
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn ObjectStore>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Resolves an absolute URL (as found in some Delta logs) to a path in this store, if the
+    /// URL has this location's scheme and authority. Returns `None` otherwise.
+    pub fn resolve_absolute(&self, url: &Url) -> Option<Path> {
+        let same_scheme = normalise_scheme(url.scheme()) == normalise_scheme(self.url.scheme());
+        if !same_scheme || url.host_str() != self.url.host_str() {
+            return None;
+        }
+        Path::from_url_path(url.path()).ok()
+    }
+}
+
+fn normalise_scheme(scheme: &str) -> &str {
+    match scheme {
+        "s3a" => "s3",
+        other => other,
+    }
+}
+
+/// Opens the store for a table URL with options from the environment only.
+///
+/// See [`open_with_options`].
+pub fn open(url: &str) -> Result<StoreLocation> {
+    open_with_options(url, &StoreOptions::default())
+}
+
+/// Opens the store for a table URL.
+///
+/// Accepted forms:
+/// - `memory://name[/prefix]`: a process-wide in-memory store per name, so a table written
+///   through one handle is seen by the next;
+/// - a local path (relative paths are taken from the current directory) or `file:///abs/path`;
+/// - `s3://bucket[/prefix]` (or `s3a://`), with credentials, region and endpoint from `AWS_*`
+///   variables and `options`; buckets ending in `--x-s3` are S3 Express directory buckets.
+///
+/// Fails with [`Error::InvalidUrl`] when the URL cannot be parsed or has `..`, `.`, empty
+/// or control-character segments, [`Error::UnsupportedScheme`] for other schemes,
+/// [`Error::UnknownOption`] for option keys S3 does not know, and [`Error::Build`] when the
+/// store cannot be configured.
+pub fn open_with_options(url: &str, options: &StoreOptions) -> Result<StoreLocation> {
+    if url.chars().any(char::is_control) {
+        return Err(invalid(url, "control characters are not allowed"));
+    }
+    match Url::parse(url) {
+        Ok(parsed) if parsed.scheme().len() > 1 => open_url(url, parsed, options),
+        // No scheme (or a Windows drive letter): a local path.
+        _ => open_local(url, PathBuf::from(url)),
+    }
+}
+
+fn open_url(raw: &str, url: Url, options: &StoreOptions) -> Result<StoreLocation> {
+    match url.scheme() {
+        "memory" => open_memory(raw, &url),
+        "file" => {
+            let path = url
+                .to_file_path()
+                .map_err(|()| invalid(raw, "a file URL must hold an absolute path"))?;
+            open_local(raw, path)
+        }
+        "s3" | "s3a" => open_s3(raw, &url, options),
+        other => Err(Error::UnsupportedScheme {
+            scheme: other.to_string(),
+            url: raw.to_string(),
+        }),
+    }
+}
+
+static MEMORY_STORES: LazyLock<Mutex<HashMap<String, Arc<InMemory>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn open_memory(raw: &str, url: &Url) -> Result<StoreLocation> {
+    let name = url.host_str().unwrap_or_default().to_string();
+    let root = url_root(raw, url)?;
+    let store = {
+        // A poisoned lock only means another thread panicked while inserting; the map is fine.
+        let mut stores = MEMORY_STORES.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            stores
+                .entry(name.clone())
+                .or_insert_with(|| Arc::new(InMemory::new())),
+        )
+    };
+    let normalised = format!("memory://{name}/{root}");
+    let url = Url::parse(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
+    Ok(StoreLocation::new(url, store, root))
+}
+
+fn open_local(raw: &str, path: PathBuf) -> Result<StoreLocation> {
+    let absolute = if path.is_absolute() {
+        path
+    } else {
+        std::env::current_dir()
+            .map_err(|source| Error::Io {
+                path: raw.to_string(),
+                source,
+            })?
+            .join(path)
+    };
+    let normalised = normalise_local(&absolute);
+    let root = Path::from_absolute_path(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
+    let url = Url::from_directory_path(&normalised)
+        .map_err(|()| invalid(raw, "not an absolute local path"))?;
+    Ok(StoreLocation::new(
+        url,
+        Arc::new(LocalFileSystem::new()),
+        root,
+    ))
+}
+
+/// Resolves `.` and `..` lexically, so a root never names a parent through `..`.
+fn normalise_local(path: &std::path::Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn open_s3(raw: &str, url: &Url, options: &StoreOptions) -> Result<StoreLocation> {
+    let bucket = url
+        .host_str()
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| invalid(raw, "an s3 URL needs a bucket: s3://bucket/prefix"))?
+        .to_string();
+    let root = url_root(raw, url)?;
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+    if bucket.ends_with("--x-s3") {
+        builder = builder.with_s3_express(true);
+    }
+    for (key, value) in options.iter() {
+        let key = if key == "allow_http" {
+            "aws_allow_http"
+        } else {
+            key
+        };
+        let config = AmazonS3ConfigKey::from_str(key).map_err(|_| Error::UnknownOption {
+            key: key.to_string(),
+            url: raw.to_string(),
+        })?;
+        builder = builder.with_config(config, value);
+    }
+    let store = builder.build().map_err(|source| Error::Build {
+        url: raw.to_string(),
+        source,
+    })?;
+    let normalised = format!("s3://{bucket}/{root}");
+    let url = Url::parse(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
+    Ok(StoreLocation::new(url, Arc::new(store), root))
+}
+
+/// The path part of a URL as a store path, refusing segments that would escape it.
+fn url_root(raw: &str, url: &Url) -> Result<Path> {
+    let trimmed = url.path().trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok(Path::ROOT);
+    }
+    for segment in trimmed.split('/') {
+        let decoded = percent_decode(segment);
+        if segment.is_empty() || decoded == "." || decoded == ".." {
+            return Err(invalid(
+                raw,
+                "empty, '.' or '..' path segments are not allowed",
+            ));
+        }
+        if decoded.chars().any(char::is_control) {
+            return Err(invalid(raw, "control characters are not allowed"));
+        }
+    }
+    Path::from_url_path(trimmed).map_err(|e| invalid(raw, &e.to_string()))
+}
+
+fn percent_decode(segment: &str) -> String {
+    Path::from_url_path(segment)
+        .map(|p| p.to_string())
+        .unwrap_or_else(|_| segment.to_string())
+}
+
+fn invalid(url: &str, reason: &str) -> Error {
+    Error::InvalidUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_urls_share_one_store_per_name() {
+        let a = open("memory://shared-name/t1").unwrap();
+        let b = open("memory://shared-name/t2").unwrap();
+        assert!(Arc::ptr_eq(a.store(), b.store()));
+        assert_eq!(a.root().as_ref(), "t1");
+        assert_eq!(b.url().as_str(), "memory://shared-name/t2");
+    }
+
+    #[test]
+    fn local_paths_are_absolute_and_lexically_normalised() {
+        let loc = open("/tmp/a/../b/./c").unwrap();
+        assert_eq!(loc.root().as_ref(), "tmp/b/c");
+        assert_eq!(loc.url().as_str(), "file:///tmp/b/c/");
+        let file = open("file:///tmp/x%20y").unwrap();
+        assert_eq!(file.root().as_ref(), "tmp/x y");
+    }
+
+    #[test]
+    fn escaping_or_control_segments_are_refused() {
+        // URL parsing resolves dot segments and clamps them at the root, so none escapes.
+        assert_eq!(open("s3://bucket/a/../b").unwrap().root().as_ref(), "b");
+        assert_eq!(
+            open("memory://m/../../%2E%2E/x").unwrap().root().as_ref(),
+            "x"
+        );
+        assert!(matches!(
+            open("memory://m/a\u{1}b"),
+            Err(Error::InvalidUrl { .. })
+        ));
+        assert!(matches!(
+            open("gs://bucket/x"),
+            Err(Error::UnsupportedScheme { .. })
+        ));
+    }
+
+    #[test]
+    fn s3_urls_keep_bucket_and_prefix() {
+        let loc = open_with_options(
+            "s3://bucket/some/prefix",
+            &StoreOptions::new()
+                .with_endpoint("http://127.0.0.1:9")
+                .with_region("us-east-1")
+                .with_credentials("k", "s")
+                .with_allow_http(true),
+        )
+        .unwrap();
+        assert_eq!(loc.root().as_ref(), "some/prefix");
+        assert_eq!(loc.url().as_str(), "s3://bucket/some/prefix");
+        let err = open_with_options("s3://bucket/p", &StoreOptions::new().with("nonsense", "1"));
+        assert!(matches!(err, Err(Error::UnknownOption { .. })));
+    }
+
+    #[test]
+    fn absolute_urls_resolve_only_in_the_same_store() {
+        let loc = open("s3://bucket/table").unwrap();
+        let same = Url::parse("s3a://bucket/elsewhere/f.parquet").unwrap();
+        assert_eq!(
+            loc.resolve_absolute(&same).unwrap().as_ref(),
+            "elsewhere/f.parquet"
+        );
+        let other = Url::parse("s3://other/f.parquet").unwrap();
+        assert!(loc.resolve_absolute(&other).is_none());
+    }
+}

@@ -1,0 +1,282 @@
+//! Tarn's error type: one enum whose variants say what failed and on what.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in Tarn. Each variant names the object it concerns
+/// (path, version, column) so a message is actionable on its own.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The table URL or store could not be opened.
+    #[error(transparent)]
+    Location(#[from] tarn_store::Error),
+
+    /// An object-store request failed.
+    #[error("object store {operation} of {path:?} failed: {source}")]
+    Store {
+        /// `get`, `put`, `list`, ...
+        operation: &'static str,
+        /// The object or prefix.
+        path: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
+
+    /// There is no Delta table at the location (no `_delta_log`, or no commit in it).
+    #[error("no Delta table at {url}: {reason}")]
+    TableNotFound {
+        /// The table URL.
+        url: String,
+        /// What was missing.
+        reason: String,
+    },
+
+    /// `create` was asked for a table that already has commits.
+    #[error("a table already exists at {url} (version {version})")]
+    TableAlreadyExists {
+        /// The table URL.
+        url: String,
+        /// Its latest version.
+        version: i64,
+    },
+
+    /// A version was asked for that the log does not hold.
+    #[error("version {version} of the table is not available: {reason}")]
+    VersionNotFound {
+        /// The version asked for.
+        version: i64,
+        /// Why (newer than the latest, or older than the earliest kept).
+        reason: String,
+    },
+
+    /// The log skips versions where it must be contiguous.
+    #[error("the log is not contiguous: version {missing} is missing (found {found:?})")]
+    VersionGap {
+        /// The first missing version.
+        missing: i64,
+        /// The versions that were found, around the gap.
+        found: Vec<i64>,
+    },
+
+    /// A timestamp outside the table's history.
+    #[error("no version of the table at timestamp {timestamp_ms} ms: {reason}")]
+    TimestampOutOfRange {
+        /// The timestamp asked for, milliseconds since the epoch.
+        timestamp_ms: i64,
+        /// Why.
+        reason: String,
+    },
+
+    /// The replayed log has no `protocol` action.
+    #[error("the log up to version {version} has no protocol action")]
+    MissingProtocol {
+        /// The snapshot version.
+        version: i64,
+    },
+
+    /// The replayed log has no `metaData` action.
+    #[error("the log up to version {version} has no metaData action")]
+    MissingMetadata {
+        /// The snapshot version.
+        version: i64,
+    },
+
+    /// The table needs a newer reader than Tarn.
+    #[error("the table requires reader version {version}; Tarn reads versions 1 to 3")]
+    UnsupportedReaderVersion {
+        /// The table's minReaderVersion.
+        version: i32,
+    },
+
+    /// The table uses a reader feature Tarn lacks.
+    #[error("the table requires reader feature {feature:?}, which Tarn does not support")]
+    UnsupportedReaderFeature {
+        /// The feature's name.
+        feature: String,
+    },
+
+    /// The table needs a newer writer than Tarn.
+    #[error("the table requires writer version {version}; Tarn writes versions 1 to 7")]
+    UnsupportedWriterVersion {
+        /// The table's minWriterVersion.
+        version: i32,
+    },
+
+    /// The table uses a writer feature Tarn cannot maintain.
+    #[error("the table uses writer feature {feature:?}, which Tarn cannot maintain when writing")]
+    UnsupportedWriterFeature {
+        /// The feature's name.
+        feature: String,
+    },
+
+    /// A commit file is not valid newline-delimited JSON of actions.
+    #[error("commit {version} is malformed at line {line}: {reason}")]
+    InvalidCommit {
+        /// The commit's version.
+        version: i64,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A checkpoint or `_last_checkpoint` could not be read.
+    #[error("checkpoint {path:?} is invalid: {reason}")]
+    InvalidCheckpoint {
+        /// The checkpoint file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A deletion vector is corrupt: bad magic, size, checksum or cardinality.
+    #[error("deletion vector {location} is invalid: {reason}")]
+    InvalidDeletionVector {
+        /// Where the DV lives (file and offset, or "inline").
+        location: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The table schema (schemaString) is not valid.
+    #[error("invalid schema: {reason}")]
+    InvalidSchema {
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// Data handed to a write does not fit the table schema.
+    #[error("schema mismatch: {reason}")]
+    SchemaMismatch {
+        /// What does not fit.
+        reason: String,
+    },
+
+    /// A column name that the table does not have.
+    #[error("unknown column {column:?}; the table has {available:?}")]
+    UnknownColumn {
+        /// The name asked for.
+        column: String,
+        /// The columns there are.
+        available: Vec<String>,
+    },
+
+    /// A value of the wrong type for a column (a mistyped literal, comparing a string
+    /// column with a number).
+    #[error("type mismatch on column {column:?}: expected {expected}, found {found}")]
+    TypeMismatch {
+        /// The column.
+        column: String,
+        /// The column's type.
+        expected: String,
+        /// What was given.
+        found: String,
+    },
+
+    /// A partition value that cannot be written or parsed.
+    #[error("invalid value {value:?} for partition column {column:?}: {reason}")]
+    InvalidPartitionValue {
+        /// The partition column.
+        column: String,
+        /// The value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A path in the log, or a name given to Tarn, that would escape the table or is not
+    /// a valid object path.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// An argument that makes no sense (empty partition column list entry, zero target
+    /// file size, duplicate column).
+    #[error("invalid argument {name}: {reason}")]
+    InvalidArgument {
+        /// The argument.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A concurrent commit changed what this transaction depends on.
+    #[error("conflict with the commit at version {winning_version} ({operation}): {reason}")]
+    Conflict {
+        /// The version that won the race.
+        winning_version: i64,
+        /// The winning commit's operation.
+        operation: String,
+        /// What conflicts.
+        reason: String,
+    },
+
+    /// Every commit attempt lost the race.
+    #[error("gave up committing after {attempts} attempts; the last version tried was {version}")]
+    CommitRetriesExhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// The last version tried.
+        version: i64,
+    },
+
+    /// A data file could not be read or written as Parquet.
+    #[error("Parquet error on {path:?}: {source}")]
+    Parquet {
+        /// The data file.
+        path: String,
+        /// The Parquet error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+
+    /// An Arrow computation failed.
+    #[error("Arrow error while {context}: {source}")]
+    Arrow {
+        /// What Tarn was doing.
+        context: String,
+        /// The Arrow error.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+
+    /// A background task failed to complete.
+    #[error("task failed: {0}")]
+    Task(String),
+}
+
+/// Result with Tarn's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn store(
+        operation: &'static str,
+        path: impl ToString,
+    ) -> impl FnOnce(object_store::Error) -> Error {
+        let path = path.to_string();
+        move |source| Error::Store {
+            operation,
+            path,
+            source,
+        }
+    }
+
+    pub(crate) fn arrow(
+        context: impl Into<String>,
+    ) -> impl FnOnce(arrow_schema::ArrowError) -> Error {
+        let context = context.into();
+        move |source| Error::Arrow { context, source }
+    }
+
+    pub(crate) fn parquet(
+        path: impl ToString,
+    ) -> impl FnOnce(parquet::errors::ParquetError) -> Error {
+        let path = path.to_string();
+        move |source| Error::Parquet { path, source }
+    }
+}

@@ -1,0 +1,499 @@
+//! Predicates: a small expression type, checked against a schema, evaluated on Arrow
+//! batches, and used to skip files and row groups from their statistics.
+//!
+//! ```
+//! use tarn::expr::{col, lit};
+//! let p = col("country").eq(lit("NL")).and(col("amount").gt(lit(100)).or(col("vip").is_not_null()));
+//! assert_eq!(p.to_string(), "((country = \"NL\") AND ((amount > 100) OR (vip IS NOT NULL)))");
+//! ```
+
+mod eval;
+mod prune;
+mod scalar;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+pub(crate) use eval::evaluate_predicate;
+pub(crate) use prune::{StatsView, may_match};
+pub use scalar::Scalar;
+
+use crate::error::{Error, Result};
+use crate::protocol::{DataType, PrimitiveType, StructType};
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `=`
+    Eq,
+    /// `!=`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+}
+
+impl CmpOp {
+    /// The operator with its operands swapped: `a < b` is `b > a`.
+    pub fn flip(self) -> Self {
+        match self {
+            Self::Lt => Self::Gt,
+            Self::LtEq => Self::GtEq,
+            Self::Gt => Self::Lt,
+            Self::GtEq => Self::LtEq,
+            other => other,
+        }
+    }
+
+    /// The operator's negation for non-null operands: `NOT (a < b)` is `a >= b`.
+    pub fn negate(self) -> Self {
+        match self {
+            Self::Eq => Self::NotEq,
+            Self::NotEq => Self::Eq,
+            Self::Lt => Self::GtEq,
+            Self::LtEq => Self::Gt,
+            Self::Gt => Self::LtEq,
+            Self::GtEq => Self::Lt,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Self::Eq => "=",
+            Self::NotEq => "!=",
+            Self::Lt => "<",
+            Self::LtEq => "<=",
+            Self::Gt => ">",
+            Self::GtEq => ">=",
+        }
+    }
+}
+
+/// A column reference: a top-level column, or a path into nested structs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ColumnName(Vec<String>);
+
+impl ColumnName {
+    /// A column by path: `["address", "city"]`.
+    pub fn new(path: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self(path.into_iter().map(Into::into).collect())
+    }
+
+    /// The path segments.
+    pub fn path(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The top-level column this path starts at.
+    pub fn root(&self) -> &str {
+        self.0.first().map(String::as_str).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for ColumnName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join("."))
+    }
+}
+
+/// A predicate or value expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A column's value.
+    Column(ColumnName),
+    /// A constant.
+    Literal(Scalar),
+    /// `left op right`.
+    Cmp {
+        /// The operator.
+        op: CmpOp,
+        /// Left operand.
+        left: Box<Expr>,
+        /// Right operand.
+        right: Box<Expr>,
+    },
+    /// Both hold (SQL three-valued logic).
+    And(Box<Expr>, Box<Expr>),
+    /// Either holds.
+    Or(Box<Expr>, Box<Expr>),
+    /// Negation.
+    Not(Box<Expr>),
+    /// The operand is null.
+    IsNull(Box<Expr>),
+    /// The operand is not null.
+    IsNotNull(Box<Expr>),
+    /// The operand equals one of the values (or none of them, when `negated`).
+    InList {
+        /// The operand.
+        expr: Box<Expr>,
+        /// The values.
+        list: Vec<Scalar>,
+        /// `NOT IN`.
+        negated: bool,
+    },
+}
+
+/// A top-level column. Use [`Expr::Column`] with [`ColumnName::new`] for nested fields.
+pub fn col(name: impl Into<String>) -> Expr {
+    Expr::Column(ColumnName(vec![name.into()]))
+}
+
+/// A nested column by path: `nested_col(["address", "city"])`.
+pub fn nested_col(path: impl IntoIterator<Item = impl Into<String>>) -> Expr {
+    Expr::Column(ColumnName::new(path))
+}
+
+/// A literal.
+pub fn lit(value: impl Into<Scalar>) -> Expr {
+    Expr::Literal(value.into())
+}
+
+impl Expr {
+    fn cmp(self, op: CmpOp, other: Expr) -> Expr {
+        Expr::Cmp {
+            op,
+            left: Box::new(self),
+            right: Box::new(other),
+        }
+    }
+
+    /// `self = other`
+    #[allow(clippy::should_implement_trait)]
+    pub fn eq(self, other: Expr) -> Expr {
+        self.cmp(CmpOp::Eq, other)
+    }
+    /// `self != other`
+    pub fn not_eq(self, other: Expr) -> Expr {
+        self.cmp(CmpOp::NotEq, other)
+    }
+    /// `self < other`
+    pub fn lt(self, other: Expr) -> Expr {
+        self.cmp(CmpOp::Lt, other)
+    }
+    /// `self <= other`
+    pub fn lt_eq(self, other: Expr) -> Expr {
+        self.cmp(CmpOp::LtEq, other)
+    }
+    /// `self > other`
+    pub fn gt(self, other: Expr) -> Expr {
+        self.cmp(CmpOp::Gt, other)
+    }
+    /// `self >= other`
+    pub fn gt_eq(self, other: Expr) -> Expr {
+        self.cmp(CmpOp::GtEq, other)
+    }
+    /// `self AND other`
+    pub fn and(self, other: Expr) -> Expr {
+        Expr::And(Box::new(self), Box::new(other))
+    }
+    /// `self OR other`
+    pub fn or(self, other: Expr) -> Expr {
+        Expr::Or(Box::new(self), Box::new(other))
+    }
+    /// `NOT self`
+    #[allow(clippy::should_implement_trait)]
+    pub fn not(self) -> Expr {
+        Expr::Not(Box::new(self))
+    }
+    /// `self IS NULL`
+    pub fn is_null(self) -> Expr {
+        Expr::IsNull(Box::new(self))
+    }
+    /// `self IS NOT NULL`
+    pub fn is_not_null(self) -> Expr {
+        Expr::IsNotNull(Box::new(self))
+    }
+    /// `self IN (values)`
+    pub fn is_in(self, values: impl IntoIterator<Item = impl Into<Scalar>>) -> Expr {
+        Expr::InList {
+            expr: Box::new(self),
+            list: values.into_iter().map(Into::into).collect(),
+            negated: false,
+        }
+    }
+    /// `self NOT IN (values)`
+    pub fn not_in(self, values: impl IntoIterator<Item = impl Into<Scalar>>) -> Expr {
+        Expr::InList {
+            expr: Box::new(self),
+            list: values.into_iter().map(Into::into).collect(),
+            negated: true,
+        }
+    }
+
+    /// The columns the expression reads.
+    pub fn columns(&self) -> BTreeSet<ColumnName> {
+        let mut out = BTreeSet::new();
+        self.collect_columns(&mut out);
+        out
+    }
+
+    fn collect_columns(&self, out: &mut BTreeSet<ColumnName>) {
+        match self {
+            Expr::Column(c) => {
+                out.insert(c.clone());
+            }
+            Expr::Literal(_) => {}
+            Expr::Cmp { left, right, .. } | Expr::And(left, right) | Expr::Or(left, right) => {
+                left.collect_columns(out);
+                right.collect_columns(out);
+            }
+            Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) => e.collect_columns(out),
+            Expr::InList { expr, .. } => expr.collect_columns(out),
+        }
+    }
+
+    /// Checks the expression against a schema and returns it with every literal converted
+    /// to the type of the column it meets, and `literal op column` turned into
+    /// `column op' literal`.
+    ///
+    /// Fails with [`Error::UnknownColumn`] for a column the schema lacks, and with
+    /// [`Error::TypeMismatch`] for a literal that does not fit its column, comparisons of
+    /// columns of different types, or a non-boolean operand of AND/OR/NOT.
+    pub fn bind(&self, schema: &StructType) -> Result<Expr> {
+        let (bound, ty) = self.bind_inner(schema)?;
+        if !matches!(ty, Some(PrimitiveType::Boolean) | None) {
+            return Err(Error::TypeMismatch {
+                column: self.to_string(),
+                expected: "a boolean predicate".into(),
+                found: describe(ty),
+            });
+        }
+        Ok(bound)
+    }
+
+    /// Binds and returns the expression's primitive type (`None` for a null literal).
+    fn bind_inner(&self, schema: &StructType) -> Result<(Expr, Option<PrimitiveType>)> {
+        use PrimitiveType as P;
+        match self {
+            Expr::Column(name) => {
+                let ty = resolve_column(schema, name)?;
+                let prim = ty.as_primitive().ok_or_else(|| Error::TypeMismatch {
+                    column: name.to_string(),
+                    expected: "a column of a primitive type".into(),
+                    found: ty.to_string(),
+                })?;
+                Ok((self.clone(), Some(prim)))
+            }
+            Expr::Literal(v) => Ok((self.clone(), v.data_type())),
+            Expr::Cmp { op, left, right } => {
+                let (mut l, mut lt) = left.bind_inner(schema)?;
+                let (mut r, mut rt) = right.bind_inner(schema)?;
+                let mut op = *op;
+                if matches!(l, Expr::Literal(_)) && !matches!(r, Expr::Literal(_)) {
+                    std::mem::swap(&mut l, &mut r);
+                    std::mem::swap(&mut lt, &mut rt);
+                    op = op.flip();
+                }
+                let r = coerce_operand(&l, lt, r, rt)?;
+                Ok((r_cmp(op, l, r), Some(P::Boolean)))
+            }
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                let a = a.bind(schema)?;
+                let b = b.bind(schema)?;
+                let e = if matches!(self, Expr::And(..)) {
+                    a.and(b)
+                } else {
+                    a.or(b)
+                };
+                Ok((e, Some(P::Boolean)))
+            }
+            Expr::Not(e) => Ok((e.bind(schema)?.not(), Some(P::Boolean))),
+            Expr::IsNull(e) | Expr::IsNotNull(e) => {
+                let (inner, _) = match e.as_ref() {
+                    // IS NULL applies to any column, nested types included.
+                    Expr::Column(name) => {
+                        resolve_column(schema, name)?;
+                        (e.as_ref().clone(), None)
+                    }
+                    other => other.bind_inner(schema)?,
+                };
+                let inner = Box::new(inner);
+                let e = if matches!(self, Expr::IsNull(_)) {
+                    Expr::IsNull(inner)
+                } else {
+                    Expr::IsNotNull(inner)
+                };
+                Ok((e, Some(P::Boolean)))
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let (e, ty) = expr.bind_inner(schema)?;
+                let list = list
+                    .iter()
+                    .map(|v| match ty {
+                        Some(t) => v.coerce_to(t).ok_or_else(|| Error::TypeMismatch {
+                            column: e.to_string(),
+                            expected: t.to_string(),
+                            found: format!("{v} ({})", describe(v.data_type())),
+                        }),
+                        None => Ok(v.clone()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((
+                    Expr::InList {
+                        expr: Box::new(e),
+                        list,
+                        negated: *negated,
+                    },
+                    Some(P::Boolean),
+                ))
+            }
+        }
+    }
+}
+
+fn r_cmp(op: CmpOp, left: Expr, right: Expr) -> Expr {
+    Expr::Cmp {
+        op,
+        left: Box::new(left),
+        right: Box::new(right),
+    }
+}
+
+/// Converts the right operand to the left one's type where it is a literal.
+fn coerce_operand(
+    left: &Expr,
+    lt: Option<PrimitiveType>,
+    right: Expr,
+    rt: Option<PrimitiveType>,
+) -> Result<Expr> {
+    match (lt, rt, &right) {
+        (Some(l), Some(r), _) if l == r => Ok(right),
+        (_, None, _) | (None, _, _) => Ok(right),
+        (Some(l), Some(r), Expr::Literal(v)) => {
+            v.coerce_to(l)
+                .map(Expr::Literal)
+                .ok_or_else(|| Error::TypeMismatch {
+                    column: left.to_string(),
+                    expected: l.to_string(),
+                    found: format!("{v} ({r})"),
+                })
+        }
+        (Some(l), Some(r), _) => Err(Error::TypeMismatch {
+            column: left.to_string(),
+            expected: l.to_string(),
+            found: format!("{right} ({r})"),
+        }),
+    }
+}
+
+fn describe(ty: Option<PrimitiveType>) -> String {
+    ty.map_or_else(|| "null".to_string(), |t| t.to_string())
+}
+
+/// The type of a column path in a schema.
+pub(crate) fn resolve_column<'a>(
+    schema: &'a StructType,
+    name: &ColumnName,
+) -> Result<&'a DataType> {
+    let unknown = || Error::UnknownColumn {
+        column: name.to_string(),
+        available: schema.field_names(),
+    };
+    let mut fields = schema;
+    let mut found: Option<&DataType> = None;
+    for segment in name.path() {
+        let field = fields.field(segment).ok_or_else(unknown)?;
+        found = Some(&field.data_type);
+        if let DataType::Struct(s) = &field.data_type {
+            fields = s;
+        } else {
+            fields = &EMPTY_STRUCT;
+        }
+    }
+    found.ok_or_else(unknown)
+}
+
+static EMPTY_STRUCT: StructType = StructType {
+    type_name: String::new(),
+    fields: Vec::new(),
+};
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Column(c) => write!(f, "{c}"),
+            Expr::Literal(v) => write!(f, "{v}"),
+            Expr::Cmp { op, left, right } => write!(f, "({left} {} {right})", op.symbol()),
+            Expr::And(a, b) => write!(f, "({a} AND {b})"),
+            Expr::Or(a, b) => write!(f, "({a} OR {b})"),
+            Expr::Not(e) => write!(f, "(NOT {e})"),
+            Expr::IsNull(e) => write!(f, "({e} IS NULL)"),
+            Expr::IsNotNull(e) => write!(f, "({e} IS NOT NULL)"),
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let values: Vec<String> = list.iter().map(ToString::to_string).collect();
+                let not = if *negated { "NOT " } else { "" };
+                write!(f, "({expr} {not}IN ({}))", values.join(", "))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::StructField;
+
+    fn schema() -> StructType {
+        StructType::new(vec![
+            StructField::new("id", DataType::Primitive(PrimitiveType::Long), false),
+            StructField::new("name", DataType::Primitive(PrimitiveType::String), true),
+            StructField::new(
+                "s",
+                DataType::Struct(StructType::new(vec![StructField::new(
+                    "d",
+                    DataType::Primitive(PrimitiveType::Date),
+                    true,
+                )])),
+                true,
+            ),
+        ])
+    }
+
+    #[test]
+    fn binding_coerces_literals_and_puts_columns_left() {
+        let bound = lit(5).lt(col("id")).bind(&schema()).unwrap();
+        assert_eq!(bound, col("id").gt(lit(5i64)));
+        let bound = nested_col(["s", "d"])
+            .eq(lit("2024-01-02"))
+            .bind(&schema())
+            .unwrap();
+        assert_eq!(
+            bound,
+            nested_col(["s", "d"]).eq(Expr::Literal(Scalar::date("2024-01-02").unwrap()))
+        );
+    }
+
+    #[test]
+    fn binding_names_unknown_columns_and_mistyped_literals() {
+        let err = col("nope").eq(lit(1)).bind(&schema()).unwrap_err();
+        assert!(
+            matches!(&err, Error::UnknownColumn { column, .. } if column == "nope"),
+            "{err}"
+        );
+        let err = col("id").eq(lit("x")).bind(&schema()).unwrap_err();
+        assert!(
+            matches!(&err, Error::TypeMismatch { column, .. } if column == "id"),
+            "{err}"
+        );
+        let err = col("id").is_in(["a"]).bind(&schema()).unwrap_err();
+        assert!(matches!(err, Error::TypeMismatch { .. }));
+        let err = col("id").and(lit(true)).bind(&schema()).unwrap_err();
+        assert!(matches!(err, Error::TypeMismatch { .. }));
+        let err = col("s").eq(lit(1)).bind(&schema()).unwrap_err();
+        assert!(matches!(err, Error::TypeMismatch { .. }));
+        assert!(col("s").is_null().bind(&schema()).is_ok());
+    }
+}

@@ -1,0 +1,74 @@
+//! Tarn: ACID tables on object storage that speak the Delta Lake protocol.
+//!
+//! A table is a set of Parquet files plus a transaction log of commits written with
+//! put-if-absent, so independent processes can read and write one table on S3 with no
+//! lock service. Tables Tarn writes are read by Spark, DuckDB, Trino, Polars and delta-rs,
+//! and Tarn reads theirs.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use arrow::array::{Int64Array, RecordBatch, StringArray};
+//! use arrow::datatypes::{DataType, Field, Schema};
+//! use tarn::expr::{col, lit};
+//!
+//! # async fn demo() -> tarn::Result<()> {
+//! let schema = Arc::new(Schema::new(vec![
+//!     Field::new("id", DataType::Int64, false),
+//!     Field::new("country", DataType::Utf8, true),
+//! ]));
+//! let mut table = tarn::Table::create("/tmp/tarn-demo")
+//!     .with_arrow_schema(&schema)
+//!     .with_partition_columns(["country"])
+//!     .execute()
+//!     .await?;
+//! let batch = RecordBatch::try_new(
+//!     schema,
+//!     vec![
+//!         Arc::new(Int64Array::from(vec![1, 2, 3])),
+//!         Arc::new(StringArray::from(vec!["NL", "FR", "NL"])),
+//!     ],
+//! )
+//! .expect("valid batch");
+//! table.append([batch]).await?;
+//! let rows = table
+//!     .scan()
+//!     .filter(col("country").eq(lit("NL")))
+//!     .collect()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Modules, from the bottom up: [`protocol`] (Delta actions, schemas and features as
+//! plain types), the log and [`Snapshot`] (replaying `_delta_log/`), [`expr`]
+//! (predicates), [`Scan`] (pruned, concurrent reads), writes and commits via [`Table`].
+
+pub mod dv;
+pub mod expr;
+pub mod properties;
+pub mod protocol;
+
+mod conform;
+mod error;
+mod log;
+mod paths;
+mod reader;
+mod scan;
+mod snapshot;
+mod stats;
+mod table;
+mod txn;
+mod write;
+
+pub use error::{Error, Result};
+pub use log::checkpoint::CheckpointWritten;
+pub use scan::{DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan};
+pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
+pub use table::{CreateBuilder, Table, WriteBuilder, WriteOutcome};
+pub use tarn_store::{StoreLocation, StoreOptions};
+pub use txn::{CommitOutcome, ENGINE_INFO, RetryPolicy};
+pub use write::{SchemaMode, WriteMode};
+
+/// Opens the table at `url` at its latest version. See [`Table::open`].
+pub async fn open(url: &str) -> Result<Table> {
+    Table::open(url).await
+}

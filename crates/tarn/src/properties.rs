@@ -1,0 +1,164 @@
+//! Table properties (`metaData.configuration`) Tarn reads, with Delta's defaults.
+
+use std::time::Duration;
+
+use crate::protocol::Metadata;
+
+/// `delta.checkpointInterval`
+pub const CHECKPOINT_INTERVAL: &str = "delta.checkpointInterval";
+/// `delta.deletedFileRetentionDuration`
+pub const DELETED_FILE_RETENTION: &str = "delta.deletedFileRetentionDuration";
+/// `delta.dataSkippingNumIndexedCols`
+pub const NUM_INDEXED_COLS: &str = "delta.dataSkippingNumIndexedCols";
+/// `delta.targetFileSize`
+pub const TARGET_FILE_SIZE: &str = "delta.targetFileSize";
+/// `delta.columnMapping.mode`
+pub const COLUMN_MAPPING_MODE: &str = "delta.columnMapping.mode";
+/// `delta.enableInCommitTimestamps`
+pub const ENABLE_IN_COMMIT_TIMESTAMPS: &str = "delta.enableInCommitTimestamps";
+/// `delta.inCommitTimestampEnablementVersion`
+pub const ICT_ENABLEMENT_VERSION: &str = "delta.inCommitTimestampEnablementVersion";
+/// `delta.appendOnly`
+pub const APPEND_ONLY: &str = "delta.appendOnly";
+/// `delta.enableDeletionVectors`
+pub const ENABLE_DELETION_VECTORS: &str = "delta.enableDeletionVectors";
+
+/// The default target size of data files: 128 MiB.
+pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 * 1024 * 1024;
+
+/// How a table maps logical column names to the names in data files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnMappingMode {
+    /// Data files use the logical names.
+    None,
+    /// Data files use `delta.columnMapping.physicalName`.
+    Name,
+    /// Data files use field ids (`delta.columnMapping.id`), and physical names.
+    Id,
+}
+
+/// A typed view of a table's properties.
+#[derive(Debug, Clone, Copy)]
+pub struct TableProperties<'a> {
+    metadata: &'a Metadata,
+}
+
+impl<'a> TableProperties<'a> {
+    /// Properties of this metadata.
+    pub fn new(metadata: &'a Metadata) -> Self {
+        Self { metadata }
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.metadata.property(key)
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.get(key)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// Commits between checkpoints (default 10; invalid or non-positive values give the
+    /// default).
+    pub fn checkpoint_interval(&self) -> u64 {
+        self.get(CHECKPOINT_INTERVAL)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(10)
+    }
+
+    /// How long removed files stay referenced as tombstones (default one week).
+    pub fn deleted_file_retention(&self) -> Duration {
+        self.get(DELETED_FILE_RETENTION)
+            .and_then(parse_interval)
+            .unwrap_or(Duration::from_secs(7 * 24 * 3600))
+    }
+
+    /// How many leading columns get statistics (default 32; -1 means all).
+    pub fn num_indexed_cols(&self) -> i64 {
+        self.get(NUM_INDEXED_COLS)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(32)
+    }
+
+    /// The target size of data files, if the table sets one.
+    pub fn target_file_size(&self) -> Option<u64> {
+        self.get(TARGET_FILE_SIZE)
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|v| *v > 0)
+    }
+
+    /// The column mapping mode.
+    pub fn column_mapping_mode(&self) -> ColumnMappingMode {
+        match self.get(COLUMN_MAPPING_MODE) {
+            Some(m) if m.eq_ignore_ascii_case("name") => ColumnMappingMode::Name,
+            Some(m) if m.eq_ignore_ascii_case("id") => ColumnMappingMode::Id,
+            _ => ColumnMappingMode::None,
+        }
+    }
+
+    /// The first version with in-commit timestamps, when they are enabled.
+    pub fn in_commit_timestamps_since(&self) -> Option<i64> {
+        if !self.flag(ENABLE_IN_COMMIT_TIMESTAMPS) {
+            return None;
+        }
+        Some(
+            self.get(ICT_ENABLEMENT_VERSION)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+        )
+    }
+
+    /// Whether the table refuses removes (`delta.appendOnly`).
+    pub fn append_only(&self) -> bool {
+        self.flag(APPEND_ONLY)
+    }
+
+    /// Whether deletion vectors are enabled.
+    pub fn deletion_vectors_enabled(&self) -> bool {
+        self.flag(ENABLE_DELETION_VECTORS)
+    }
+}
+
+/// Parses Delta's interval strings: `interval 1 week`, `interval 7 days`, `1 hour`.
+pub fn parse_interval(text: &str) -> Option<Duration> {
+    let text = text.trim().to_ascii_lowercase();
+    let text = text.strip_prefix("interval").unwrap_or(&text).trim();
+    let mut parts = text.split_whitespace();
+    let n: u64 = parts.next()?.parse().ok()?;
+    let unit = parts.next().unwrap_or("seconds");
+    let seconds = match unit.trim_end_matches('s') {
+        "nanosecond" => return Some(Duration::from_nanos(n)),
+        "microsecond" => return Some(Duration::from_micros(n)),
+        "millisecond" => return Some(Duration::from_millis(n)),
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86_400,
+        "week" => 7 * 86_400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(n.checked_mul(seconds)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_in_delta_forms() {
+        assert_eq!(
+            parse_interval("interval 1 week"),
+            Some(Duration::from_secs(604_800))
+        );
+        assert_eq!(
+            parse_interval("interval 2 days"),
+            Some(Duration::from_secs(172_800))
+        );
+        assert_eq!(
+            parse_interval("30 minutes"),
+            Some(Duration::from_secs(1_800))
+        );
+        assert_eq!(parse_interval("soon"), None);
+    }
+}

@@ -1,0 +1,13 @@
+//! The Delta protocol as pure types: actions, schemas, table features, and the names of
+//! log files. Nothing here does IO.
+
+pub mod actions;
+pub mod features;
+pub mod names;
+pub mod schema;
+
+pub use actions::{
+    Action, Add, Cdc, CheckpointMetadata, CommitInfo, DeletionVectorDescriptor, DomainMetadata,
+    Format, Metadata, PartitionValues, Protocol, Remove, Sidecar, Txn,
+};
+pub use schema::{ArrayType, DataType, MapType, PrimitiveType, StructField, StructType};

@@ -1,0 +1,151 @@
+//! Names of the files in `_delta_log/`, and their parsing.
+
+/// The log folder under the table root.
+pub const DELTA_LOG_DIR: &str = "_delta_log";
+/// The checkpoint hint file in the log folder.
+pub const LAST_CHECKPOINT: &str = "_last_checkpoint";
+/// The folder of V2 checkpoint sidecars, in the log folder.
+pub const SIDECARS_DIR: &str = "_sidecars";
+
+/// What a checkpoint file is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CheckpointKind {
+    /// `<v>.checkpoint.parquet`
+    Classic,
+    /// `<v>.checkpoint.<part>.<parts>.parquet`
+    MultiPart {
+        /// This part, from 1.
+        part: u32,
+        /// How many parts the checkpoint has.
+        parts: u32,
+    },
+    /// `<v>.checkpoint.<uuid>.json|parquet`
+    V2 {
+        /// Whether the file is JSON (else Parquet).
+        json: bool,
+    },
+}
+
+/// What a log file is.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogFileKind {
+    /// `<v>.json`
+    Commit,
+    /// A checkpoint file.
+    Checkpoint(CheckpointKind),
+    /// `<v>.crc`, `<v>.<w>.compacted.json` and other files Tarn does not need.
+    Other,
+}
+
+/// A log file name's version and kind.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LogFileName {
+    /// The version the file belongs to.
+    pub version: i64,
+    /// What it is.
+    pub kind: LogFileKind,
+}
+
+/// Parses a file name of the log folder (the last path segment). Returns `None` for names
+/// that are not versioned log files (`_last_checkpoint`, temporary files, folders).
+pub fn parse_log_file_name(name: &str) -> Option<LogFileName> {
+    let (digits, rest) = name.split_at_checked(20)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) || !rest.starts_with('.') {
+        return None;
+    }
+    let version: i64 = digits.parse().ok()?;
+    let kind = match &rest[1..] {
+        "json" => LogFileKind::Commit,
+        "checkpoint.parquet" => LogFileKind::Checkpoint(CheckpointKind::Classic),
+        "crc" => LogFileKind::Other,
+        other => {
+            let Some(tail) = other.strip_prefix("checkpoint.") else {
+                // Compacted logs and anything else versioned that Tarn does not read.
+                return Some(LogFileName {
+                    version,
+                    kind: LogFileKind::Other,
+                });
+            };
+            let parts: Vec<&str> = tail.split('.').collect();
+            match parts.as_slice() {
+                [part, parts, "parquet"] if part.len() == 10 && parts.len() == 10 => {
+                    let (part, parts): (u32, u32) = (part.parse().ok()?, parts.parse().ok()?);
+                    if part == 0 || part > parts {
+                        return None;
+                    }
+                    LogFileKind::Checkpoint(CheckpointKind::MultiPart { part, parts })
+                }
+                [uuid, ext @ ("json" | "parquet")] if uuid.len() == 36 => {
+                    LogFileKind::Checkpoint(CheckpointKind::V2 {
+                        json: *ext == "json",
+                    })
+                }
+                _ => LogFileKind::Other,
+            }
+        }
+    };
+    Some(LogFileName { version, kind })
+}
+
+/// `<version:020>.json`
+pub fn commit_file_name(version: i64) -> String {
+    format!("{version:020}.json")
+}
+
+/// `<version:020>.checkpoint.parquet`
+pub fn checkpoint_file_name(version: i64) -> String {
+    format!("{version:020}.checkpoint.parquet")
+}
+
+/// The 20-digit prefix every file of `version` starts with, for listing from a version.
+pub fn version_prefix(version: i64) -> String {
+    format!("{version:020}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_file_names_parse_to_version_and_kind() {
+        let p = |n| parse_log_file_name(n).map(|f| (f.version, f.kind));
+        assert_eq!(
+            p("00000000000000000007.json"),
+            Some((7, LogFileKind::Commit))
+        );
+        assert_eq!(
+            p("00000000000000000010.checkpoint.parquet"),
+            Some((10, LogFileKind::Checkpoint(CheckpointKind::Classic)))
+        );
+        assert_eq!(
+            p("00000000000000000010.checkpoint.0000000002.0000000003.parquet"),
+            Some((
+                10,
+                LogFileKind::Checkpoint(CheckpointKind::MultiPart { part: 2, parts: 3 })
+            ))
+        );
+        assert_eq!(
+            p("00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"),
+            Some((
+                2,
+                LogFileKind::Checkpoint(CheckpointKind::V2 { json: true })
+            ))
+        );
+        assert_eq!(p("00000000000000000001.crc"), Some((1, LogFileKind::Other)));
+        assert_eq!(
+            p("00000000000000000001.00000000000000000003.compacted.json"),
+            Some((1, LogFileKind::Other))
+        );
+        assert_eq!(p("_last_checkpoint"), None);
+        assert_eq!(p("0000000000000000001.json"), None);
+        assert_eq!(
+            p("00000000000000000001.json.tmp"),
+            Some((1, LogFileKind::Other))
+        );
+        assert_eq!(
+            p("00000000000000000001.checkpoint.0000000000.0000000001.parquet"),
+            None
+        );
+        assert_eq!(commit_file_name(12), "00000000000000000012.json");
+    }
+}

@@ -1,0 +1,651 @@
+//! Snapshots: the state of a table at one version, built from the newest checkpoint at or
+//! below it plus the commits after it, and refreshed incrementally.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use chrono::Utc;
+use tarn_store::StoreLocation;
+
+use crate::error::{Error, Result};
+use crate::log::checkpoint::read_checkpoint;
+use crate::log::{
+    CommitFile, LogListing, LogSegment, list_log, read_commit, read_commits, read_last_checkpoint,
+};
+use crate::paths;
+use crate::properties::{ColumnMappingMode, TableProperties};
+use crate::protocol::features::ensure_readable;
+use crate::protocol::{
+    Action, Add, DataType, DomainMetadata, Metadata, PrimitiveType, Protocol, Remove, StructType,
+    Txn,
+};
+
+/// The identity of a data file in log replay: its resolved path and its deletion vector.
+/// The same file with another DV is another entry (the old one is removed with the DV it
+/// had).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileKey {
+    /// The resolved object path (or the raw path when it does not resolve).
+    pub path: String,
+    /// The DV's unique id, if the file has one.
+    pub dv: Option<String>,
+}
+
+impl FileKey {
+    fn of(
+        location: &StoreLocation,
+        path: &str,
+        dv: Option<&crate::protocol::DeletionVectorDescriptor>,
+    ) -> Self {
+        Self {
+            path: paths::canonical(location, path),
+            dv: dv.map(|d| d.unique_id()),
+        }
+    }
+}
+
+/// The reconciled actions of a log prefix.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TableState {
+    pub(crate) protocol: Option<Protocol>,
+    pub(crate) metadata: Option<Metadata>,
+    pub(crate) files: BTreeMap<FileKey, Add>,
+    pub(crate) tombstones: BTreeMap<FileKey, Remove>,
+    pub(crate) txns: HashMap<String, Txn>,
+    pub(crate) domains: BTreeMap<String, DomainMetadata>,
+}
+
+impl TableState {
+    /// Applies a checkpoint: its adds and tombstones are independent entries (a tombstone
+    /// may share a path with a live file that has another DV), so tombstones go in first
+    /// and adds win over them.
+    fn apply_checkpoint(&mut self, location: &StoreLocation, actions: Vec<Action>) {
+        let (adds, rest): (Vec<Action>, Vec<Action>) = actions
+            .into_iter()
+            .partition(|a| matches!(a, Action::Add(_)));
+        self.apply_commit(location, rest);
+        self.apply_commit(location, adds);
+    }
+
+    /// Applies one commit's actions, in order, on top of the state of the version before.
+    /// Replaying commits in version order this way gives the same state as Delta's
+    /// newest-first replay with de-duplication on (path, DV), and the same code serves a
+    /// cold build and a warm refresh.
+    fn apply_commit(&mut self, location: &StoreLocation, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Add(add) => {
+                    let key = FileKey::of(location, &add.path, add.deletion_vector.as_ref());
+                    self.tombstones.remove(&key);
+                    self.files.insert(key, add);
+                }
+                Action::Remove(remove) => {
+                    let key = FileKey::of(location, &remove.path, remove.deletion_vector.as_ref());
+                    self.files.remove(&key);
+                    self.tombstones.insert(key, remove);
+                }
+                Action::Protocol(p) => self.protocol = Some(p),
+                Action::Metadata(m) => self.metadata = Some(m),
+                Action::Txn(t) => {
+                    self.txns.insert(t.app_id.clone(), t);
+                }
+                Action::DomainMetadata(d) => {
+                    if d.removed {
+                        self.domains.remove(&d.domain);
+                    } else {
+                        self.domains.insert(d.domain.clone(), d);
+                    }
+                }
+                Action::CommitInfo(_)
+                | Action::Cdc(_)
+                | Action::CheckpointMetadata(_)
+                | Action::Sidecar(_) => {}
+            }
+        }
+    }
+}
+
+/// A partition column: its logical and physical names and its type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionColumn {
+    /// The logical name.
+    pub name: String,
+    /// The key in `partitionValues` and the folder name.
+    pub physical_name: String,
+    /// The type.
+    pub data_type: PrimitiveType,
+}
+
+/// A table at one version: protocol, metadata, schema and live files. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    location: StoreLocation,
+    version: i64,
+    timestamp: i64,
+    protocol: Protocol,
+    metadata: Metadata,
+    schema: Arc<StructType>,
+    arrow_schema: SchemaRef,
+    partition_columns: Arc<Vec<PartitionColumn>>,
+    state: Arc<TableState>,
+}
+
+/// Builds a [`Snapshot`]: the latest, or at a version, or at a timestamp.
+///
+/// ```no_run
+/// # async fn f() -> tarn::Result<()> {
+/// let location = tarn_store::open("/tmp/table")?;
+/// let latest = tarn::Snapshot::builder(location.clone()).build().await?;
+/// let v3 = tarn::Snapshot::builder(location).at_version(3).build().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SnapshotBuilder {
+    location: StoreLocation,
+    version: Option<i64>,
+    timestamp_ms: Option<i64>,
+}
+
+impl SnapshotBuilder {
+    /// The snapshot at this version.
+    pub fn at_version(mut self, version: i64) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// The snapshot of the newest version committed at or before this time (milliseconds
+    /// since the epoch).
+    pub fn at_timestamp(mut self, timestamp_ms: i64) -> Self {
+        self.timestamp_ms = Some(timestamp_ms);
+        self
+    }
+
+    /// Reads the log and builds the snapshot.
+    ///
+    /// Fails with [`Error::TableNotFound`] when there is no log, [`Error::VersionNotFound`]
+    /// or [`Error::TimestampOutOfRange`] outside the table's history, [`Error::VersionGap`]
+    /// when commits are missing, [`Error::MissingProtocol`] / [`Error::MissingMetadata`],
+    /// and with the reader-feature errors when the table needs what Tarn lacks.
+    pub async fn build(self) -> Result<Snapshot> {
+        match (self.version, self.timestamp_ms) {
+            (Some(_), Some(_)) => Err(Error::InvalidArgument {
+                name: "at_version / at_timestamp",
+                reason: "give a version or a timestamp, not both".into(),
+            }),
+            (_, Some(ts)) => Snapshot::at_timestamp(self.location, ts).await,
+            (version, None) => Snapshot::load(self.location, version).await,
+        }
+    }
+}
+
+impl Snapshot {
+    /// A builder for the snapshot of the table at `location`.
+    pub fn builder(location: StoreLocation) -> SnapshotBuilder {
+        SnapshotBuilder {
+            location,
+            version: None,
+            timestamp_ms: None,
+        }
+    }
+
+    async fn load(location: StoreLocation, version: Option<i64>) -> Result<Snapshot> {
+        if let Some(v) = version.filter(|v| *v < 0) {
+            return Err(Error::VersionNotFound {
+                version: v,
+                reason: "versions start at 0".into(),
+            });
+        }
+        let store = location.store().as_ref();
+        let root = location.root();
+        let hint = read_last_checkpoint(store, root).await?;
+        let start = match (&hint, version) {
+            (Some(h), Some(v)) if v < h.version => 0,
+            (Some(h), _) => h.version,
+            (None, _) => 0,
+        };
+        let mut listing = list_log(store, root, start).await?;
+        if start > 0 && !listing.checkpoints.contains_key(&start) {
+            // A stale or wrong hint: fall back to listing everything, as Delta readers do.
+            listing = list_log(store, root, 0).await?;
+        }
+        Self::from_listing(location, listing, version).await
+    }
+
+    async fn from_listing(
+        location: StoreLocation,
+        mut listing: LogListing,
+        version: Option<i64>,
+    ) -> Result<Snapshot> {
+        let latest = listing
+            .latest_version()
+            .ok_or_else(|| Error::TableNotFound {
+                url: location.url().to_string(),
+                reason: "the _delta_log folder is missing or holds no commit".into(),
+            })?;
+        let target = version.unwrap_or(latest);
+        if target > latest {
+            return Err(Error::VersionNotFound {
+                version: target,
+                reason: format!("the latest version is {latest}"),
+            });
+        }
+        let mut excluded = Vec::new();
+        loop {
+            let segment = LogSegment::from_listing(&listing, target, &excluded)?;
+            let checkpoint_version = segment.checkpoint.as_ref().map(|c| c.version);
+            match (
+                Self::from_segment(&location, &listing, &segment).await,
+                checkpoint_version,
+            ) {
+                (Err(Error::InvalidCheckpoint { .. }), Some(bad)) => {
+                    // A corrupt checkpoint: rebuild from an older one or from the commits.
+                    excluded.push(bad);
+                    if !listing.from_start {
+                        listing = list_log(location.store().as_ref(), location.root(), 0).await?;
+                    }
+                }
+                (other, _) => return other,
+            }
+        }
+    }
+
+    async fn from_segment(
+        location: &StoreLocation,
+        listing: &LogListing,
+        segment: &LogSegment,
+    ) -> Result<Snapshot> {
+        let store = location.store().as_ref();
+        let root = location.root();
+        let (checkpoint, commits) = futures::join!(
+            async {
+                match &segment.checkpoint {
+                    Some(cp) => read_checkpoint(store, root, cp).await.map(Some),
+                    None => Ok(None),
+                }
+            },
+            read_commits(store, &segment.commits)
+        );
+        let mut state = TableState::default();
+        if let Some(actions) = checkpoint? {
+            state.apply_checkpoint(location, actions);
+        }
+        for actions in commits? {
+            state.apply_commit(location, actions);
+        }
+        let timestamp = commit_timestamp(listing, segment);
+        Self::from_state(location.clone(), segment.version, timestamp, state)
+    }
+
+    fn from_state(
+        location: StoreLocation,
+        version: i64,
+        timestamp: i64,
+        state: TableState,
+    ) -> Result<Snapshot> {
+        let protocol = state
+            .protocol
+            .clone()
+            .ok_or(Error::MissingProtocol { version })?;
+        ensure_readable(&protocol)?;
+        let metadata = state
+            .metadata
+            .clone()
+            .ok_or(Error::MissingMetadata { version })?;
+        if metadata.schema_string.trim().is_empty() {
+            return Err(Error::InvalidSchema {
+                reason: format!("the metaData of version {version} has no schemaString"),
+            });
+        }
+        let schema = StructType::from_json(&metadata.schema_string)?;
+        let partition_columns = partition_columns(&schema, &metadata)?;
+        let arrow_schema = Arc::new(schema.to_arrow());
+        Ok(Snapshot {
+            location,
+            version,
+            timestamp,
+            protocol,
+            metadata,
+            schema: Arc::new(schema),
+            arrow_schema,
+            partition_columns: Arc::new(partition_columns),
+            state: Arc::new(state),
+        })
+    }
+
+    /// The snapshot of a table just created with `actions` as version 0.
+    pub(crate) fn new_table(
+        location: StoreLocation,
+        timestamp: i64,
+        actions: Vec<Action>,
+    ) -> Result<Snapshot> {
+        let mut state = TableState::default();
+        state.apply_commit(&location, actions);
+        Self::from_state(location, 0, timestamp, state)
+    }
+
+    /// The snapshot after committing `actions` as `version` on top of this one, without
+    /// reading the log.
+    pub(crate) fn with_commit(
+        &self,
+        version: i64,
+        timestamp: i64,
+        actions: Vec<Action>,
+    ) -> Result<Snapshot> {
+        let mut state = (*self.state).clone();
+        state.apply_commit(&self.location, actions);
+        Self::from_state(self.location.clone(), version, timestamp, state)
+    }
+
+    /// The snapshot at the newest version, reading only the commits after this one (one
+    /// LIST, then the new commits in parallel). Returns a clone when nothing changed.
+    ///
+    /// Falls back to a full build when the commits after this version are gone (log
+    /// cleanup); fails like [`SnapshotBuilder::build`] otherwise.
+    pub async fn refresh(&self) -> Result<Snapshot> {
+        let store = self.location.store().as_ref();
+        let listing = list_log(store, self.location.root(), self.version + 1).await?;
+        let Some(latest) = listing.commits.keys().next_back().copied() else {
+            return Ok(self.clone());
+        };
+        let commits: Vec<CommitFile> = (self.version + 1..=latest)
+            .map(|v| {
+                listing.commits.get(&v).map(|meta| CommitFile {
+                    version: v,
+                    meta: meta.clone(),
+                })
+            })
+            .collect::<Option<_>>()
+            .unwrap_or_default();
+        if commits.is_empty() {
+            return Self::load(self.location.clone(), None).await;
+        }
+        let mut state = (*self.state).clone();
+        for actions in read_commits(store, &commits).await? {
+            state.apply_commit(&self.location, actions);
+        }
+        let timestamp = commits
+            .last()
+            .map(|c| c.meta.last_modified.timestamp_millis())
+            .unwrap_or(self.timestamp)
+            .max(self.timestamp + 1);
+        Self::from_state(self.location.clone(), latest, timestamp, state)
+    }
+
+    async fn at_timestamp(location: StoreLocation, timestamp_ms: i64) -> Result<Snapshot> {
+        let store = location.store().as_ref();
+        let listing = list_log(store, location.root(), 0).await?;
+        let latest = Self::from_listing(location.clone(), listing.clone(), None).await?;
+        let timestamps = commit_timestamps(&listing);
+        let out_of_range = |reason: String| Error::TimestampOutOfRange {
+            timestamp_ms,
+            reason,
+        };
+        let Some((&first_version, &first_ts)) = timestamps.iter().next() else {
+            return Err(out_of_range("the log holds no commits".into()));
+        };
+        if timestamp_ms < first_ts {
+            return Err(out_of_range(format!(
+                "the earliest available version {first_version} was committed at {first_ts} ms"
+            )));
+        }
+        let mut found = timestamps
+            .iter()
+            .take_while(|(_, ts)| **ts <= timestamp_ms)
+            .map(|(v, _)| *v)
+            .last()
+            .unwrap_or(first_version);
+        // With in-commit timestamps, commits from the enablement version on carry their
+        // timestamp inside; file times no longer count there.
+        if let Some(since) = latest.properties().in_commit_timestamps_since() {
+            let ict_versions: Vec<i64> =
+                timestamps.keys().copied().filter(|v| *v >= since).collect();
+            if let Some(&first_ict) = ict_versions.first() {
+                let ts_of = |v: i64| {
+                    let meta = listing.commits.get(&v).cloned();
+                    let location = &location;
+                    async move {
+                        let meta = meta.ok_or(Error::VersionGap {
+                            missing: v,
+                            found: vec![],
+                        })?;
+                        let actions = read_commit(
+                            location.store().as_ref(),
+                            &CommitFile { version: v, meta },
+                        )
+                        .await?;
+                        Ok::<_, Error>(in_commit_timestamp(&actions).unwrap_or(i64::MIN))
+                    }
+                };
+                if ts_of(first_ict).await? <= timestamp_ms {
+                    // Binary search for the last version whose timestamp is not after the target.
+                    let (mut lo, mut hi) = (0usize, ict_versions.len() - 1);
+                    while lo < hi {
+                        let mid = (lo + hi).div_ceil(2);
+                        if ts_of(ict_versions[mid]).await? <= timestamp_ms {
+                            lo = mid;
+                        } else {
+                            hi = mid - 1;
+                        }
+                    }
+                    found = ict_versions[lo];
+                } else {
+                    found = found.min(first_ict - 1);
+                }
+            }
+        }
+        if found == latest.version {
+            return Ok(latest);
+        }
+        Self::from_listing(location, listing, Some(found)).await
+    }
+
+    /// The snapshot's version.
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// When this version was committed, milliseconds since the epoch (the commit file's
+    /// modification time, made monotonic).
+    pub fn timestamp_ms(&self) -> i64 {
+        self.timestamp
+    }
+
+    /// The table's location.
+    pub fn location(&self) -> &StoreLocation {
+        &self.location
+    }
+
+    /// The protocol in force.
+    pub fn protocol(&self) -> &Protocol {
+        &self.protocol
+    }
+
+    /// The metadata in force.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Typed table properties.
+    pub fn properties(&self) -> TableProperties<'_> {
+        TableProperties::new(&self.metadata)
+    }
+
+    /// The Delta schema.
+    pub fn schema(&self) -> &StructType {
+        &self.schema
+    }
+
+    /// The Arrow schema scans return (logical names, table column order).
+    pub fn arrow_schema(&self) -> &SchemaRef {
+        &self.arrow_schema
+    }
+
+    /// The partition columns, in partition order.
+    pub fn partition_columns(&self) -> &[PartitionColumn] {
+        &self.partition_columns
+    }
+
+    /// The column mapping mode.
+    pub fn column_mapping_mode(&self) -> ColumnMappingMode {
+        self.properties().column_mapping_mode()
+    }
+
+    /// The live data files.
+    pub fn files(&self) -> impl ExactSizeIterator<Item = &Add> {
+        self.state.files.values()
+    }
+
+    /// The live data files with their replay keys.
+    pub fn file_entries(&self) -> impl ExactSizeIterator<Item = (&FileKey, &Add)> {
+        self.state.files.iter()
+    }
+
+    /// How many live data files there are.
+    pub fn file_count(&self) -> usize {
+        self.state.files.len()
+    }
+
+    /// Files removed and not yet expired from the log (`remove` tombstones).
+    pub fn tombstones(&self) -> impl ExactSizeIterator<Item = &Remove> {
+        self.state.tombstones.values()
+    }
+
+    /// The last version an application committed with a `txn` action, if any.
+    pub fn app_transaction_version(&self, app_id: &str) -> Option<i64> {
+        self.state.txns.get(app_id).map(|t| t.version)
+    }
+
+    /// All application transactions.
+    pub fn app_transactions(&self) -> impl Iterator<Item = &Txn> {
+        self.state.txns.values()
+    }
+
+    /// The configuration of a metadata domain, if set.
+    pub fn domain_metadata(&self, domain: &str) -> Option<&str> {
+        self.state
+            .domains
+            .get(domain)
+            .map(|d| d.configuration.as_str())
+    }
+
+    /// All live metadata domains.
+    pub fn domains(&self) -> impl Iterator<Item = &DomainMetadata> {
+        self.state.domains.values()
+    }
+
+    /// The actions a checkpoint of this snapshot holds: protocol, metadata, application
+    /// transactions, domains, live files (with `dataChange: false`) and tombstones younger
+    /// than the retention period.
+    pub(crate) fn checkpoint_actions(&self) -> Vec<Action> {
+        let retention = self.properties().deleted_file_retention();
+        let cutoff = Utc::now().timestamp_millis() - retention.as_millis() as i64;
+        let mut actions = vec![
+            Action::Protocol(self.protocol.clone()),
+            Action::Metadata(self.metadata.clone()),
+        ];
+        actions.extend(self.state.txns.values().cloned().map(Action::Txn));
+        actions.extend(
+            self.state
+                .domains
+                .values()
+                .cloned()
+                .map(Action::DomainMetadata),
+        );
+        actions.extend(self.state.files.values().map(|a| {
+            let mut add = a.clone();
+            add.data_change = false;
+            Action::Add(add)
+        }));
+        actions.extend(
+            self.state
+                .tombstones
+                .values()
+                .filter(|r| r.deletion_timestamp.unwrap_or(0) > cutoff)
+                .map(|r| {
+                    let mut remove = r.clone();
+                    remove.data_change = false;
+                    Action::Remove(remove)
+                }),
+        );
+        actions
+    }
+}
+
+/// The commit timestamp of a segment's version: its commit file's modification time,
+/// made monotonic over the versions listed.
+fn commit_timestamp(listing: &LogListing, segment: &LogSegment) -> i64 {
+    let timestamps = commit_timestamps(listing);
+    timestamps
+        .get(&segment.version)
+        .copied()
+        .or_else(|| {
+            segment
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.files.first())
+                .map(|m| m.last_modified.timestamp_millis())
+        })
+        .unwrap_or(0)
+}
+
+/// Commit modification times by version, adjusted so that they increase with the version
+/// (a commit older than its predecessor counts as 1 ms after it), as Delta does.
+pub(crate) fn commit_timestamps(listing: &LogListing) -> BTreeMap<i64, i64> {
+    let mut out = BTreeMap::new();
+    let mut previous = i64::MIN;
+    for (version, meta) in &listing.commits {
+        let ts = meta
+            .last_modified
+            .timestamp_millis()
+            .max(previous.saturating_add(1));
+        out.insert(*version, ts);
+        previous = ts;
+    }
+    out
+}
+
+fn in_commit_timestamp(actions: &[Action]) -> Option<i64> {
+    actions.iter().find_map(|a| match a {
+        Action::CommitInfo(ci) => ci.in_commit_timestamp,
+        _ => None,
+    })
+}
+
+fn partition_columns(schema: &StructType, metadata: &Metadata) -> Result<Vec<PartitionColumn>> {
+    metadata
+        .partition_columns
+        .iter()
+        .map(|name| {
+            let field = schema.field(name).ok_or_else(|| Error::InvalidSchema {
+                reason: format!("partition column {name:?} is not in the schema"),
+            })?;
+            let data_type = match &field.data_type {
+                DataType::Primitive(p) => *p,
+                other => {
+                    return Err(Error::InvalidSchema {
+                        reason: format!("partition column {name:?} has non-primitive type {other}"),
+                    });
+                }
+            };
+            Ok(PartitionColumn {
+                name: name.clone(),
+                physical_name: field.physical_name().to_string(),
+                data_type,
+            })
+        })
+        .collect()
+}
+
+/// Lists every version the log still holds, with commit timestamps; used for history.
+pub(crate) async fn list_versions(location: &StoreLocation) -> Result<BTreeMap<i64, i64>> {
+    let listing = list_log(location.store().as_ref(), location.root(), 0).await?;
+    Ok(commit_timestamps(&listing))
+}
+
+/// The newest version the log holds, if it holds any.
+pub(crate) async fn latest_version(location: &StoreLocation) -> Result<Option<i64>> {
+    let listing = list_log(location.store().as_ref(), location.root(), 0).await?;
+    Ok(listing.latest_version())
+}
