@@ -61,7 +61,9 @@ pub struct Metadata {
     /// The data files' format.
     #[serde(default)]
     pub format: Format,
-    /// The schema, as Delta schema JSON.
+    /// The schema, as Delta schema JSON (empty when a writer left it out; such a table
+    /// cannot be read).
+    #[serde(default)]
     pub schema_string: String,
     /// Partition columns, in order (logical names).
     #[serde(default)]

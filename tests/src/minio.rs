@@ -1,0 +1,287 @@
+//! One MinIO server per test process, on 127.0.0.1, for every S3 test.
+//!
+//! `TARN_TEST_S3_ENDPOINT` (with `TARN_TEST_S3_ACCESS_KEY`, `TARN_TEST_S3_SECRET_KEY`,
+//! `TARN_TEST_S3_BUCKET`) points the tests at a server of your own instead. Otherwise
+//! the `minio` binary is taken from `TARN_MINIO_BIN`, the `PATH` or the cache folder, and
+//! built there with `go install` when missing (a few minutes, once). S3 tests never skip:
+//! without MinIO or Go they fail and say how to provide an endpoint.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use tarn::{StoreLocation, StoreOptions};
+
+/// The MinIO release the tests install.
+pub const MINIO_MODULE: &str = "github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c";
+
+const HOW_TO: &str = "S3 tests need an S3-compatible server. Either install Go (the tests then build MinIO \
+     with `go install` into the cache folder), put a `minio` binary on PATH or in TARN_MINIO_BIN, \
+     or set TARN_TEST_S3_ENDPOINT (and TARN_TEST_S3_ACCESS_KEY, TARN_TEST_S3_SECRET_KEY) to a \
+     running server.";
+
+/// An S3-compatible server the tests may use.
+#[derive(Debug, Clone)]
+pub struct S3Server {
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    /// Access key.
+    pub access_key: String,
+    /// Secret key.
+    pub secret_key: String,
+    /// The bucket the tests write under (each test under its own prefix).
+    pub bucket: String,
+}
+
+impl S3Server {
+    /// Store options that reach this server.
+    pub fn options(&self) -> StoreOptions {
+        StoreOptions::new()
+            .with_endpoint(&self.endpoint)
+            .with_region("us-east-1")
+            .with_credentials(&self.access_key, &self.secret_key)
+            .with_allow_http(true)
+    }
+
+    /// A fresh `s3://` URL under the test bucket.
+    pub fn url(&self, name: &str) -> String {
+        format!("s3://{}/{}", self.bucket, crate::unique(name))
+    }
+
+    /// A fresh table location on this server.
+    pub fn location(&self, name: &str) -> StoreLocation {
+        tarn_store::open_with_options(&self.url(name), &self.options())
+            .expect("open the MinIO location")
+    }
+}
+
+static SERVER: OnceLock<Result<S3Server, String>> = OnceLock::new();
+
+/// The process's S3 server, started on first use. Panics with instructions when none can
+/// be had.
+pub fn s3() -> &'static S3Server {
+    match SERVER.get_or_init(start) {
+        Ok(server) => server,
+        Err(e) => panic!("{e}\n{HOW_TO}"),
+    }
+}
+
+fn start() -> Result<S3Server, String> {
+    if let Ok(endpoint) = std::env::var("TARN_TEST_S3_ENDPOINT") {
+        let server = S3Server {
+            endpoint,
+            access_key: std::env::var("TARN_TEST_S3_ACCESS_KEY")
+                .unwrap_or_else(|_| "minioadmin".into()),
+            secret_key: std::env::var("TARN_TEST_S3_SECRET_KEY")
+                .unwrap_or_else(|_| "minioadmin".into()),
+            bucket: std::env::var("TARN_TEST_S3_BUCKET").unwrap_or_else(|_| "tarn-tests".into()),
+        };
+        create_bucket(&server)?;
+        return Ok(server);
+    }
+    let binary = minio_binary()?;
+    let port = free_port()?;
+    let console = free_port()?;
+    let data = data_dir()?;
+    let access_key = "tarn-tests".to_string();
+    let secret_key = format!("secret-{}", uuid::Uuid::new_v4().simple());
+    // The shell watches this process and stops MinIO within a second of its exit, so no
+    // server outlives the tests, whatever way they end.
+    let script = r#"
+        "$1" server --quiet --address "127.0.0.1:$2" --console-address "127.0.0.1:$3" "$4" >"$4.log" 2>&1 &
+        child=$!
+        trap 'kill $child 2>/dev/null' EXIT INT TERM
+        while kill -0 "$5" 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done
+    "#;
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(&binary)
+        .arg(port.to_string())
+        .arg(console.to_string())
+        .arg(&data)
+        .arg(std::process::id().to_string())
+        .env("MINIO_ROOT_USER", &access_key)
+        .env("MINIO_ROOT_PASSWORD", &secret_key)
+        .env("MINIO_BROWSER", "off")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start MinIO ({}): {e}", binary.display()))?;
+    let server = S3Server {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        access_key,
+        secret_key,
+        bucket: "tarn-tests".into(),
+    };
+    wait_until_live(port, &data)?;
+    create_bucket(&server)?;
+    Ok(server)
+}
+
+fn minio_binary() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("TARN_MINIO_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
+    if let Some(found) = find_on_path("minio") {
+        return Ok(found);
+    }
+    let bin_dir = crate::cache_dir().join("bin");
+    let cached = bin_dir.join("minio");
+    crate::with_install_lock("minio", || {
+        if cached.exists() {
+            return Ok(cached.clone());
+        }
+        let go = find_on_path("go")
+            .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
+            .ok_or_else(|| {
+                "MinIO is not installed and Go is not available to build it.".to_string()
+            })?;
+        eprintln!(
+            "installing MinIO with `go install {MINIO_MODULE}` into {} (a few minutes, once)",
+            bin_dir.display()
+        );
+        let status = Command::new(go)
+            .args(["install", MINIO_MODULE])
+            .env("GOBIN", &bin_dir)
+            .env("CGO_ENABLED", "0")
+            .status()
+            .map_err(|e| format!("cannot run go: {e}"))?;
+        if !status.success() || !cached.exists() {
+            return Err(format!("`go install {MINIO_MODULE}` failed ({status})"));
+        }
+        Ok(cached.clone())
+    })
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// A data folder for this process's server; folders of earlier, finished processes are
+/// removed.
+fn data_dir() -> Result<PathBuf, String> {
+    let base = std::env::temp_dir().join("tarn-minio");
+    std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name.split('.').next().and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let dir = base.join(std::process::id().to_string());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+fn wait_until_live(port: u16, data: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let probe = http(
+            port,
+            "GET /minio/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        );
+        if probe.is_ok_and(|response| response.starts_with("HTTP/1.1 200")) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
+    Err(format!(
+        "MinIO did not become live on port {port} within 60 s. Its log:\n{log}"
+    ))
+}
+
+fn http(port: u16, request: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(request.as_bytes())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    Ok(response)
+}
+
+/// Creates the test bucket with a SigV4-signed `PUT /<bucket>` (object stores cannot
+/// create buckets).
+fn create_bucket(server: &S3Server) -> Result<(), String> {
+    let url = server.endpoint.trim_end_matches('/');
+    let host = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("the test server must be plain http, not {url}"))?;
+    let port: u16 = host
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .ok_or_else(|| format!("no port in {url}"))?;
+    let now = chrono::Utc::now();
+    let date = now.format("%Y%m%dT%H%M%SZ").to_string();
+    let day = now.format("%Y%m%d").to_string();
+    let region = "us-east-1";
+    let payload_hash = hex(&Sha256::digest(b""));
+    let canonical = format!(
+        "PUT\n/{bucket}\n\nhost:{host}\nx-amz-content-sha256:{payload_hash}\nx-amz-date:{date}\n\nhost;x-amz-content-sha256;x-amz-date\n{payload_hash}",
+        bucket = server.bucket
+    );
+    let scope = format!("{day}/{region}/s3/aws4_request");
+    let to_sign = format!(
+        "AWS4-HMAC-SHA256\n{date}\n{scope}\n{}",
+        hex(&Sha256::digest(canonical.as_bytes()))
+    );
+    let mut key = hmac(
+        format!("AWS4{}", server.secret_key).as_bytes(),
+        day.as_bytes(),
+    );
+    for part in [region, "s3", "aws4_request"] {
+        key = hmac(&key, part.as_bytes());
+    }
+    let signature = hex(&hmac(&key, to_sign.as_bytes()));
+    let request = format!(
+        "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nx-amz-date: {date}\r\nx-amz-content-sha256: {payload_hash}\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential={access}/{scope}, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={signature}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n",
+        bucket = server.bucket,
+        access = server.access_key,
+    );
+    let response = http(port, &request).map_err(|e| format!("cannot reach {url}: {e}"))?;
+    if response.starts_with("HTTP/1.1 200") || response.contains("BucketAlreadyOwnedByYou") {
+        Ok(())
+    } else {
+        Err(format!(
+            "creating bucket {} failed: {response}",
+            server.bucket
+        ))
+    }
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any size");
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,97 @@
+//! The `deltalake` Python package (delta-rs), in a virtual environment of its own, for
+//! interoperability tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The `deltalake` release the tests check against.
+pub const DELTALAKE_VERSION: &str = "1.6.6";
+
+static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// The Python interpreter of a virtual environment holding `deltalake` and `pyarrow`,
+/// created in the cache folder on first use. Panics with instructions when Python 3 is
+/// missing.
+pub fn python() -> &'static Path {
+    match PYTHON.get_or_init(install) {
+        Ok(p) => p,
+        Err(e) => panic!(
+            "{e}\nThe interoperability tests need Python 3 with venv and pip, and access to PyPI \
+             (they install deltalake=={DELTALAKE_VERSION} and pyarrow into {}).",
+            crate::cache_dir().display()
+        ),
+    }
+}
+
+fn install() -> Result<PathBuf, String> {
+    let venv = crate::cache_dir().join(format!("venv-deltalake-{DELTALAKE_VERSION}"));
+    let python = venv.join("bin").join("python");
+    let ready = venv.join(".tarn-ready");
+    crate::with_install_lock("venv", || {
+        if ready.exists() && python.exists() {
+            return Ok(python.clone());
+        }
+        let system = ["python3", "python"]
+            .into_iter()
+            .find(|p| {
+                Command::new(p)
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .ok_or_else(|| "no python3 on PATH".to_string())?;
+        eprintln!(
+            "creating a Python environment with deltalake=={DELTALAKE_VERSION} in {}",
+            venv.display()
+        );
+        let _ = std::fs::remove_dir_all(&venv);
+        run(Command::new(system).args(["-m", "venv"]).arg(&venv))?;
+        run(Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("deltalake=={DELTALAKE_VERSION}"),
+            "pyarrow",
+        ]))?;
+        std::fs::write(&ready, DELTALAKE_VERSION).map_err(|e| e.to_string())?;
+        Ok(python.clone())
+    })
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{command:?} failed: {}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// Runs one of the scripts in `tests/python/` with the environment's interpreter and
+/// returns its standard output. Panics with the script's error output when it fails.
+pub fn run_script(script: &str, args: &[&str]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join(script);
+    let output = Command::new(python())
+        .arg(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
+    assert!(
+        output.status.success(),
+        "{script} {args:?} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

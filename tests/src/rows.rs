@@ -1,0 +1,89 @@
+//! Comparing tables by their rows, whatever the order, with their types.
+
+use std::path::Path;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Schema};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// Every row as one line of text (`col=value|...`), sorted.
+pub fn canonical_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut rows = Vec::new();
+    for batch in batches {
+        let schema = batch.schema();
+        let formatters: Vec<ArrayFormatter> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("format column"))
+            .collect();
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = formatters
+                .iter()
+                .zip(schema.fields())
+                .map(|(f, field)| format!("{}={}", field.name(), f.value(row)))
+                .collect();
+            rows.push(cells.join("|"));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Column names and types of a schema, nullability aside.
+pub fn column_types(schema: &Schema) -> Vec<(String, DataType)> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect()
+}
+
+/// Total rows in a set of batches.
+pub fn row_count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+/// Reads every `*.parquet` file of a folder (not recursing), as Spark's output folders
+/// are laid out.
+pub fn read_parquet_dir(dir: &Path) -> Vec<RecordBatch> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    files.sort();
+    let mut batches = Vec::new();
+    for file in files {
+        batches.extend(read_parquet_file(&file));
+    }
+    batches
+}
+
+/// Reads one Parquet file.
+pub fn read_parquet_file(file: &Path) -> Vec<RecordBatch> {
+    let handle =
+        std::fs::File::open(file).unwrap_or_else(|e| panic!("cannot open {}: {e}", file.display()));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()))
+        .build()
+        .expect("build the reader");
+    reader.map(|b| b.expect("read a batch")).collect()
+}
+
+/// The Arrow schema of the Parquet files of a folder (the first file's), even when they
+/// hold no rows.
+pub fn parquet_dir_schema(dir: &Path) -> Option<arrow::datatypes::SchemaRef> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    files.sort();
+    let handle = std::fs::File::open(files.first()?).ok()?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(handle).ok()?;
+    Some(builder.schema().clone())
+}
