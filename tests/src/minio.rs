@@ -122,8 +122,17 @@ fn start() -> Result<S3Server, String> {
         bucket: "tarn-tests".into(),
     };
     wait_until_live(port, &data)?;
-    create_bucket(&server)?;
-    Ok(server)
+    // A live server may still answer 503 while it initialises its drive.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match create_bucket(&server) {
+            Ok(()) => return Ok(server),
+            Err(e) if Instant::now() < deadline && e.contains(" 503 ") => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn minio_binary() -> Result<PathBuf, String> {

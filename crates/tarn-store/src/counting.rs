@@ -27,7 +27,8 @@ pub struct RequestCounts {
     pub puts: u64,
     /// Multipart upload requests: creations, parts, completions and aborts.
     pub multipart_requests: u64,
-    /// GETs, whole or ranged (`get_opts` without `head`, `get_ranges` counts one per range).
+    /// GETs, whole or ranged: `get_opts` without `head` counts one; `get_ranges` counts
+    /// the requests an HTTP store sends after merging ranges less than 1 MiB apart.
     pub gets: u64,
     /// HEADs (`get_opts` with `head`).
     pub heads: u64,
@@ -297,7 +298,8 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let c = self.c();
-        c.gets.fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        c.gets
+            .fetch_add(coalesced_requests(ranges), Ordering::Relaxed);
         let depth = c.begin();
         let result = self.inner.get_ranges(location, ranges).await;
         c.end(depth);
@@ -396,6 +398,29 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
     }
 }
 
+/// How many requests `object_store`'s HTTP stores send for `get_ranges`: ranges closer
+/// than [`object_store::OBJECT_STORE_COALESCE_DEFAULT`] merge into one.
+fn coalesced_requests(ranges: &[Range<u64>]) -> u64 {
+    let mut sorted: Vec<&Range<u64>> = ranges.iter().collect();
+    sorted.sort_by_key(|r| r.start);
+    let mut requests = 0;
+    let mut end: Option<u64> = None;
+    for range in sorted {
+        match end {
+            Some(e)
+                if range.start <= e.saturating_add(object_store::OBJECT_STORE_COALESCE_DEFAULT) =>
+            {
+                end = Some(e.max(range.end));
+            }
+            _ => {
+                requests += 1;
+                end = Some(range.end);
+            }
+        }
+    }
+    requests
+}
+
 #[derive(Debug)]
 struct CountingUpload {
     inner: Box<dyn MultipartUpload>,
@@ -474,6 +499,14 @@ mod tests {
         assert_eq!(counts.bytes_read, 3);
         assert_eq!(counts.critical_path, 2, "two parallel GETs, then one LIST");
         assert_eq!(counter.counts(), RequestCounts::default());
+    }
+
+    #[test]
+    fn nearby_ranges_count_as_one_request() {
+        let mib = 1024 * 1024;
+        assert_eq!(coalesced_requests(&[0..10, 20..30, 40..50]), 1);
+        assert_eq!(coalesced_requests(&[0..10, (3 * mib)..(3 * mib + 1)]), 2);
+        assert_eq!(coalesced_requests(&[]), 0);
     }
 
     #[tokio::test]

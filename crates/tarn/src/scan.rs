@@ -604,6 +604,15 @@ impl StatsView for RowGroupView<'_> {
     fn row_count(&self) -> Option<u64> {
         self.stats.rows.get(self.row_group).copied()
     }
+
+    fn all_null(&self, column: &ColumnName) -> bool {
+        match self.stats.partitions.get(column) {
+            Some(v) => v.is_null(),
+            None => {
+                matches!((self.null_count(column), self.row_count()), (Some(n), Some(r)) if n == r)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

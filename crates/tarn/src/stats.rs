@@ -131,6 +131,15 @@ impl StatsView for FileStatsView<'_> {
     fn row_count(&self) -> Option<u64> {
         self.stats?.num_records
     }
+
+    fn all_null(&self, column: &ColumnName) -> bool {
+        match self.partitions.get(column) {
+            Some(v) => v.is_null(),
+            None => {
+                matches!((self.null_count(column), self.row_count()), (Some(n), Some(r)) if n == r)
+            }
+        }
+    }
 }
 
 /// Number of primitive leaves under a type, as Delta counts indexed columns.

@@ -389,7 +389,8 @@ fn finish(
     } = file;
     let mut writer = writer;
     let metadata = writer.finish().map_err(Error::parquet(&relative))?;
-    let bytes = Bytes::from(writer.into_inner().map_err(Error::parquet(&relative))?);
+    // `finish` has written the footer; the buffer now holds the whole file.
+    let bytes = Bytes::from(std::mem::take(writer.inner_mut()));
     let stats = stats_json(
         &metadata,
         data_schema,

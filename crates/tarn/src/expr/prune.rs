@@ -15,6 +15,12 @@ pub(crate) trait StatsView {
     fn null_count(&self, column: &ColumnName) -> Option<u64>;
     /// How many rows the container holds.
     fn row_count(&self) -> Option<u64>;
+
+    /// Whether every value of the column is null (a null partition value, or as many
+    /// nulls as rows).
+    fn all_null(&self, column: &ColumnName) -> bool {
+        matches!((self.null_count(column), self.row_count()), (Some(n), Some(rows)) if n == rows)
+    }
 }
 
 /// Whether the container may hold a row for which the bound predicate is true. `false`
@@ -93,7 +99,7 @@ fn may_match_negated(expr: &Expr, stats: &dyn StatsView) -> bool {
 }
 
 fn all_null(c: &ColumnName, stats: &dyn StatsView) -> bool {
-    matches!((stats.null_count(c), stats.row_count()), (Some(n), Some(rows)) if n == rows)
+    stats.all_null(c)
 }
 
 fn may_compare(c: &ColumnName, op: CmpOp, v: &Scalar, stats: &dyn StatsView) -> bool {

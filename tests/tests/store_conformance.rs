@@ -1,0 +1,68 @@
+//! The store conformance suite (put/get/range/list/delete, put-if-absent, 16 racing
+//! creates with one winner) on every store and wrapper Tarn runs on, MinIO included.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use tarn_store::conformance::run_all;
+use tarn_store::{CountingStore, LatencyProfile, LatencyStore};
+use tarn_tests::minio::s3;
+use tarn_tests::unique;
+
+fn prefix() -> Path {
+    Path::from(unique("conformance"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_conforms() {
+    run_all(Arc::new(InMemory::new()), &prefix()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_files_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    run_all(Arc::new(store), &prefix()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counting_and_latency_wrappers_conform() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let counting = CountingStore::new(Arc::clone(&inner));
+    let counter = counting.counter();
+    run_all(Arc::new(counting), &prefix()).await.unwrap();
+    let counts = counter.counts();
+    assert!(
+        counts.puts >= 16 && counts.gets > 0 && counts.lists > 0,
+        "{counts}"
+    );
+    let latency = LatencyStore::new(inner, LatencyProfile::s3_express().scaled(0.1), 42);
+    run_all(Arc::new(latency), &prefix()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minio_conforms() {
+    let location = s3().location("conformance");
+    run_all(Arc::clone(location.store()), location.root())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrappers_over_minio_conform() {
+    let location = s3().location("conformance-wrapped");
+    let latency = LatencyStore::new(
+        Arc::clone(location.store()),
+        LatencyProfile::s3_standard().scaled(0.05),
+        7,
+    );
+    let counting = CountingStore::new(Arc::new(latency) as Arc<dyn ObjectStore>);
+    let counter = counting.counter();
+    run_all(Arc::new(counting), location.root()).await.unwrap();
+    assert!(counter.counts().critical_path > 10);
+}
