@@ -67,3 +67,24 @@ pub fn sales_batch(start: i64, end: i64) -> RecordBatch {
     )
     .expect("a valid batch")
 }
+
+/// The rows of a sales batch whose country is `country`.
+pub fn only_country(batch: &RecordBatch, country: &str) -> RecordBatch {
+    let mask = arrow::compute::kernels::cmp::eq(
+        batch.column(2),
+        &arrow::array::Scalar::new(StringArray::from(vec![country])),
+    )
+    .expect("compare countries");
+    arrow::compute::filter_record_batch(batch, &mask).expect("filter rows")
+}
+
+/// The rows of a sales batch whose country is not `country` (null countries included).
+pub fn except_country(batch: &RecordBatch, country: &str) -> RecordBatch {
+    let equal = arrow::compute::kernels::cmp::eq(
+        batch.column(2),
+        &arrow::array::Scalar::new(StringArray::from(vec![country])),
+    )
+    .expect("compare countries");
+    let keep = arrow::compute::not(&arrow::compute::prep_null_mask_filter(&equal)).expect("negate");
+    arrow::compute::filter_record_batch(batch, &keep).expect("filter rows")
+}

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, Int64Array, RecordBatch};
-use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use futures::TryStreamExt;
 use object_store::path::Path;
@@ -15,7 +14,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tarn::expr::{col, lit};
 use tarn::{Error, SchemaMode, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{CountingStore, LatencyProfile, LatencyStore};
-use tarn_tests::fixtures::{sales_batch, sales_schema};
+use tarn_tests::fixtures::{except_country, only_country, sales_batch, sales_schema};
 use tarn_tests::rows::{canonical_rows, row_count};
 
 /// A place to put a table, and whatever must live as long as it.
@@ -176,17 +175,7 @@ async fn partition_and_stats_pruning_skip_files(target: Target) {
         (50, 40, 10)
     );
     let got = nl.collect().await.unwrap();
-    let want: Vec<RecordBatch> = batches
-        .iter()
-        .map(|b| {
-            let mask = arrow::compute::kernels::cmp::eq(
-                b.column(2),
-                &arrow::array::Scalar::new(arrow::array::StringArray::from(vec!["NL"])),
-            )
-            .unwrap();
-            filter_record_batch(b, &mask).unwrap()
-        })
-        .collect();
+    let want: Vec<RecordBatch> = batches.iter().map(|b| only_country(b, "NL")).collect();
     assert_eq!(canonical_rows(&got), canonical_rows(&want));
 
     let few = table
@@ -312,7 +301,7 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
     assert_eq!(row_count(&before.scan().collect().await.unwrap()), 50);
 
     // Replace only the NL partition: other partitions keep their rows.
-    let nl_only = filter(&sales_batch(2000, 2050), "NL");
+    let nl_only = only_country(&sales_batch(2000, 2050), "NL");
     let outcome = table
         .write([nl_only.clone()])
         .mode(WriteMode::Overwrite)
@@ -321,20 +310,7 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
         .await
         .unwrap();
     assert_eq!(outcome.files_removed, 1);
-    let not_nl: Vec<RecordBatch> = [replacement]
-        .iter()
-        .map(|b| {
-            let mask = arrow::compute::kernels::cmp::neq(
-                b.column(2),
-                &arrow::array::Scalar::new(arrow::array::StringArray::from(vec!["NL"])),
-            )
-            .unwrap();
-            let mask = arrow::compute::prep_null_mask_filter(&mask);
-            let nulls = arrow::compute::is_null(b.column(2)).unwrap();
-            let mask = arrow::compute::or(&mask, &nulls).unwrap();
-            filter_record_batch(b, &mask).unwrap()
-        })
-        .collect();
+    let not_nl = vec![except_country(&replacement, "NL")];
     let mut want = not_nl;
     want.push(nl_only);
     assert_eq!(all_rows(&table).await, expected_rows(&want));
@@ -359,7 +335,7 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
         "{err}"
     );
     let err = table
-        .write([filter(&sales_batch(0, 10), "NL")])
+        .write([only_country(&sales_batch(0, 10), "NL")])
         .mode(WriteMode::Overwrite)
         .replace_where(col("id").gt(lit(0)))
         .execute()
@@ -377,15 +353,6 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
     );
     table.refresh().await.unwrap();
     assert_eq!(table.version(), version);
-}
-
-fn filter(batch: &RecordBatch, country: &str) -> RecordBatch {
-    let mask = arrow::compute::kernels::cmp::eq(
-        batch.column(2),
-        &arrow::array::Scalar::new(arrow::array::StringArray::from(vec![country])),
-    )
-    .unwrap();
-    filter_record_batch(batch, &mask).unwrap()
 }
 
 async fn checkpoints_every_interval_and_reopen_starts_there(target: Target) {

@@ -1,0 +1,212 @@
+//! Interoperability with delta-rs through its Python package (`deltalake` 1.6.6): tables
+//! Tarn writes read back through `QueryBuilder` SQL with the same rows, and tables
+//! `deltalake` writes (partitions, a delete, a checkpoint) read back through Tarn with
+//! the rows `deltalake` itself returns.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use tarn::expr::{col, lit};
+use tarn::{SchemaMode, Table, WriteMode};
+use tarn_tests::fixtures::{only_country, sales_batch, sales_schema};
+use tarn_tests::python::run_script;
+use tarn_tests::rows::{canonical_rows, read_parquet_file, row_count};
+
+/// What `read_table.py` reports, and the rows it read.
+struct PythonRead {
+    version: i64,
+    rows: usize,
+    batches: Vec<RecordBatch>,
+}
+
+fn read_with_deltalake(dir: &Path, version: Option<i64>) -> PythonRead {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut args = vec![dir.to_str().unwrap(), out.path().to_str().unwrap()];
+    let version_text = version.map(|v| v.to_string());
+    if let Some(v) = &version_text {
+        args.push(v);
+    }
+    let report = run_script("read_table.py", &args);
+    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    PythonRead {
+        version: report["version"].as_i64().unwrap(),
+        rows: report["rows"].as_u64().unwrap() as usize,
+        batches: read_parquet_file(out.path()),
+    }
+}
+
+/// Puts another reader's batches in Tarn's column order and types, so rows compare.
+fn align(batches: &[RecordBatch], schema: &SchemaRef) -> Vec<RecordBatch> {
+    batches
+        .iter()
+        .map(|b| {
+            let columns = schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    let column = b
+                        .column_by_name(f.name())
+                        .unwrap_or_else(|| panic!("deltalake returned no column {:?}", f.name()));
+                    cast(column, f.data_type()).unwrap()
+                })
+                .collect();
+            RecordBatch::try_new(
+                Arc::new(Schema::new(
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.as_ref().clone().with_nullable(true))
+                        .collect::<Vec<Field>>(),
+                )),
+                columns,
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+async fn assert_same_through_deltalake(table: &Table, dir: &Path, what: &str) {
+    let ours = table.scan().collect().await.unwrap();
+    let theirs = read_with_deltalake(dir, None);
+    assert_eq!(theirs.version, table.version(), "{what}: version");
+    assert_eq!(theirs.rows, row_count(&ours), "{what}: row count");
+    let theirs = align(&theirs.batches, table.snapshot().arrow_schema());
+    assert_eq!(
+        canonical_rows(&ours),
+        canonical_rows(&theirs),
+        "{what}: rows"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_tarn_writes_read_the_same_through_deltalake() {
+    let root = tempfile::tempdir().unwrap();
+
+    // Plain: no partitions, one commit.
+    let plain = root.path().join("plain");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("label", DataType::Utf8, true),
+    ]));
+    let mut table = Table::create(plain.to_str().unwrap())
+        .with_arrow_schema(&schema)
+        .execute()
+        .await
+        .unwrap();
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from((0..100).collect::<Vec<_>>())),
+            Arc::new(arrow::array::StringArray::from_iter(
+                (0..100).map(|i| (i % 3 != 0).then(|| format!("label {i}"))),
+            )),
+        ],
+    )
+    .unwrap();
+    table.append([batch]).await.unwrap();
+    assert_same_through_deltalake(&table, &plain, "plain").await;
+
+    // Partitioned (null and escaped values), several commits, checkpointed every 2.
+    let sales = root.path().join("sales");
+    let mut table = Table::create(sales.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .with_property("delta.checkpointInterval", "2")
+        .execute()
+        .await
+        .unwrap();
+    for i in 0..5 {
+        table
+            .append([sales_batch(i * 40, i * 40 + 40)])
+            .await
+            .unwrap();
+    }
+    assert!(
+        sales
+            .join("_delta_log/00000000000000000004.checkpoint.parquet")
+            .exists()
+    );
+    assert_same_through_deltalake(&table, &sales, "partitioned, checkpointed").await;
+    let earlier = read_with_deltalake(&sales, Some(2));
+    assert_eq!(
+        (earlier.version, earlier.rows),
+        (2, 80),
+        "time travel through deltalake"
+    );
+
+    // Overwrite of one partition (remove actions), then a schema change.
+    table
+        .write([only_country(&sales_batch(1000, 1050), "NL")])
+        .mode(WriteMode::Overwrite)
+        .replace_where(col("country").eq(lit("NL")))
+        .execute()
+        .await
+        .unwrap();
+    assert_same_through_deltalake(&table, &sales, "overwritten").await;
+    let base = sales_batch(2000, 2010);
+    let mut fields: Vec<Field> = base
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("note", DataType::Utf8, true));
+    let wider = RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        base.columns()
+            .iter()
+            .cloned()
+            .chain([
+                Arc::new(arrow::array::StringArray::from(vec![Some("n"); 10])) as Arc<dyn Array>,
+            ])
+            .collect(),
+    )
+    .unwrap();
+    table
+        .write([wider])
+        .schema_mode(SchemaMode::AddColumns)
+        .execute()
+        .await
+        .unwrap();
+    assert_same_through_deltalake(&table, &sales, "evolved schema").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_deltalake_writes_read_the_same_through_tarn() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("from-delta-rs");
+    let report = run_script("write_table.py", &[dir.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    let table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    assert_eq!(table.version(), report["version"].as_i64().unwrap());
+    // The delete left remove actions, and a checkpoint sits below the last commit.
+    assert!(table.snapshot().tombstones().count() > 0);
+    assert!(dir.join("_delta_log/_last_checkpoint").exists());
+    let ours = table.scan().collect().await.unwrap();
+    assert_eq!(row_count(&ours) as u64, report["rows"].as_u64().unwrap());
+    assert_same_through_deltalake(&table, &dir, "written by deltalake").await;
+
+    // Pruned reads agree with deltalake's full read filtered the same way.
+    let filtered = table
+        .scan()
+        .filter(col("id").lt(lit(20)))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        row_count(&filtered),
+        10,
+        "ids 10..20 survive the delete of id < 10"
+    );
+    let partition = table
+        .scan()
+        .filter(col("part").eq(lit("x y=z")))
+        .plan()
+        .unwrap();
+    assert!(partition.skipped_by_partition > 0);
+}
