@@ -232,15 +232,21 @@ impl Snapshot {
             });
         }
         let mut excluded = Vec::new();
+        // The first corrupt checkpoint, reported if no older state can replace it.
+        let mut corrupt: Option<Error> = None;
         loop {
-            let segment = LogSegment::from_listing(&listing, target, &excluded)?;
+            let segment = match LogSegment::from_listing(&listing, target, &excluded) {
+                Ok(segment) => segment,
+                Err(e) => return Err(corrupt.unwrap_or(e)),
+            };
             let checkpoint_version = segment.checkpoint.as_ref().map(|c| c.version);
             match (
                 Self::from_segment(&location, &listing, &segment).await,
                 checkpoint_version,
             ) {
-                (Err(Error::InvalidCheckpoint { .. }), Some(bad)) => {
-                    // A corrupt checkpoint: rebuild from an older one or from the commits.
+                (Err(e @ Error::InvalidCheckpoint { .. }), Some(bad)) => {
+                    // Rebuild from an older checkpoint or from the commits, as Delta readers do.
+                    corrupt.get_or_insert(e);
                     excluded.push(bad);
                     if !listing.from_start {
                         listing = list_log(location.store().as_ref(), location.root(), 0).await?;
