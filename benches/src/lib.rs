@@ -1,1 +1,163 @@
-//! placeholder
+//! Shared pieces of Tarn's benchmarks: store targets with latency profiles and request
+//! counting, repeated measurements summarised by median and tail, and result tables.
+//!
+//! Every figure is reported with the object-store requests and round trips behind it,
+//! because on S3 those, not CPU, make most of the time.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::ObjectStore;
+use tarn_store::{
+    CountingStore, LatencyProfile, LatencyStore, RequestCounter, RequestCounts, StoreLocation,
+    StoreOptions,
+};
+
+/// A location wrapped for measurement: latency replayed (if a profile is given) under a
+/// request counter.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The wrapped location.
+    pub location: StoreLocation,
+    /// Its request counter.
+    pub counter: RequestCounter,
+}
+
+/// Opens `url`, replays `profile` on it and counts its requests.
+///
+/// Fails when the URL cannot be opened.
+pub fn measured(
+    url: &str,
+    options: &StoreOptions,
+    profile: &LatencyProfile,
+    seed: u64,
+) -> Result<Measured, tarn_store::Error> {
+    let location = tarn_store::open_with_options(url, options)?;
+    Ok(wrap(location, profile, seed))
+}
+
+/// Wraps an open location for measurement.
+pub fn wrap(location: StoreLocation, profile: &LatencyProfile, seed: u64) -> Measured {
+    let inner = Arc::clone(location.store());
+    let store: Arc<dyn ObjectStore> = if profile.name == "none" {
+        inner
+    } else {
+        Arc::new(LatencyStore::new(inner, profile.clone(), seed))
+    };
+    let counting = CountingStore::new(store);
+    let counter = counting.counter();
+    Measured {
+        location: location.with_store(Arc::new(counting)),
+        counter,
+    }
+}
+
+/// One timed run and the requests it made.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Wall-clock time.
+    pub elapsed: Duration,
+    /// Requests, bytes and round trips.
+    pub counts: RequestCounts,
+}
+
+/// Times `f` once, counting the requests it makes through `counter`.
+pub async fn sample<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    counter: &RequestCounter,
+    f: F,
+) -> Result<(T, Sample), E> {
+    counter.reset();
+    let started = Instant::now();
+    let out = f.await?;
+    let elapsed = started.elapsed();
+    Ok((
+        out,
+        Sample {
+            elapsed,
+            counts: counter.take(),
+        },
+    ))
+}
+
+/// Median and tail of repeated samples.
+#[derive(Debug, Clone, Copy)]
+pub struct Summary {
+    /// Runs measured.
+    pub runs: usize,
+    /// Median time.
+    pub p50: Duration,
+    /// 90th percentile.
+    pub p90: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Median requests.
+    pub requests: u64,
+    /// Median GETs.
+    pub gets: u64,
+    /// Median LISTs.
+    pub lists: u64,
+    /// Median round trips.
+    pub round_trips: u64,
+    /// Median bytes read.
+    pub bytes_read: u64,
+}
+
+fn quantile<T: Copy + Ord>(values: &mut [T], q: f64) -> T {
+    values.sort_unstable();
+    let index = ((values.len() as f64 - 1.0) * q).round() as usize;
+    values[index.min(values.len() - 1)]
+}
+
+impl Summary {
+    /// Summarises samples (at least one).
+    pub fn of(samples: &[Sample]) -> Summary {
+        let mut times: Vec<Duration> = samples.iter().map(|s| s.elapsed).collect();
+        let median = |f: fn(&RequestCounts) -> u64| {
+            let mut v: Vec<u64> = samples.iter().map(|s| f(&s.counts)).collect();
+            quantile(&mut v, 0.5)
+        };
+        Summary {
+            runs: samples.len(),
+            p50: quantile(&mut times, 0.5),
+            p90: quantile(&mut times, 0.9),
+            p99: quantile(&mut times, 0.99),
+            requests: median(RequestCounts::requests),
+            gets: median(|c| c.gets),
+            lists: median(|c| c.lists),
+            round_trips: median(|c| c.critical_path),
+            bytes_read: median(|c| c.bytes_read),
+        }
+    }
+
+    /// The summary as a JSON object, with a name and extra fields.
+    pub fn to_json(&self, name: &str, extra: serde_json::Value) -> serde_json::Value {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let mut value = serde_json::json!({
+            "name": name,
+            "runs": self.runs,
+            "p50_ms": ms(self.p50),
+            "p90_ms": ms(self.p90),
+            "p99_ms": ms(self.p99),
+            "requests": self.requests,
+            "gets": self.gets,
+            "lists": self.lists,
+            "round_trips": self.round_trips,
+            "bytes_read": self.bytes_read,
+        });
+        if let (Some(map), serde_json::Value::Object(extra)) = (value.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        value
+    }
+}
+
+/// The Spark-written golden tables: `TARN_GOLDEN_DIR`, else `shared/delta-golden` beside
+/// the repository.
+pub fn golden_root() -> PathBuf {
+    std::env::var_os("TARN_GOLDEN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/delta-golden")
+        })
+}

@@ -520,6 +520,98 @@ async fn failed_writes_change_nothing(target: Target) {
     assert_eq!(all_rows(&reopened).await, before);
 }
 
+async fn files_roll_at_the_target_size(target: Target) {
+    let location = &target.location;
+    let mut table = create_sales(location, &[]).await;
+    let batch = sales_batch(0, 200_000);
+    let target_size = 256 * 1024;
+    let outcome = table
+        .write([batch.clone()])
+        .target_file_size(target_size)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome.rows_written, 200_000);
+    // Five partitions of 40,000 rows, each well over the target: several files each, none
+    // more than one write slice past the target.
+    let sizes: Vec<i64> = table.snapshot().files().map(|a| a.size).collect();
+    assert!(
+        outcome.files_added > 10,
+        "{} files: {sizes:?}",
+        outcome.files_added
+    );
+    for add in table.snapshot().files() {
+        assert!(
+            add.size as u64 <= 4 * target_size,
+            "{} is {} bytes",
+            add.path,
+            add.size
+        );
+        let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref().unwrap()).unwrap();
+        assert!(stats["numRecords"].as_u64().unwrap() > 0);
+        assert!(
+            stats["minValues"]["id"].is_number() && stats["maxValues"]["ts"].is_string(),
+            "{stats}"
+        );
+        assert_eq!(stats["nullCount"]["id"], 0);
+    }
+    assert_eq!(row_count(&table.scan().collect().await.unwrap()), 200_000);
+}
+
+async fn row_groups_are_pruned_inside_a_file(target: Target) {
+    let location = &target.location;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("payload", DataType::Utf8, true),
+    ]));
+    let mut table = Table::create_at(location.clone())
+        .with_arrow_schema(&schema)
+        .execute()
+        .await
+        .unwrap();
+    let ids: Vec<i64> = (0..20_000).collect();
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(arrow::array::StringArray::from_iter_values(
+                ids.iter()
+                    .map(|i| format!("payload-{i:08}-{}", "x".repeat(40))),
+            )),
+        ],
+    )
+    .unwrap();
+    let properties = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(1_000))
+        .build();
+    table
+        .write([batch])
+        .writer_properties(properties)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(table.snapshot().file_count(), 1);
+    let (counted_location, counter) = counted(location);
+    let snapshot = Snapshot::builder(counted_location).build().await.unwrap();
+    counter.reset();
+    let all = snapshot.scan().collect().await.unwrap();
+    let full = counter.take();
+    let one = snapshot
+        .scan()
+        .filter(col("id").eq(lit(12_345)))
+        .collect()
+        .await
+        .unwrap();
+    let pruned = counter.take();
+    assert_eq!((row_count(&all), row_count(&one)), (20_000, 1));
+    // One row group of twenty is fetched: far fewer bytes than the whole file.
+    assert!(
+        pruned.bytes_read * 5 < full.bytes_read,
+        "pruned {pruned}, full {full}"
+    );
+    assert_eq!(pruned.gets, 2, "{pruned}");
+}
+
 macro_rules! suite {
     ($backend:ident) => {
         mod $backend {
@@ -542,6 +634,8 @@ macro_rules! suite {
             case!(concurrent_appends_both_land);
             case!(warm_refresh_reads_only_new_commits);
             case!(failed_writes_change_nothing);
+            case!(files_roll_at_the_target_size);
+            case!(row_groups_are_pruned_inside_a_file);
         }
     };
 }

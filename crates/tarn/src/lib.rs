@@ -68,6 +68,11 @@ pub use tarn_store::{StoreLocation, StoreOptions};
 pub use txn::{CommitOutcome, ENGINE_INFO, RetryPolicy};
 pub use write::{SchemaMode, WriteMode};
 
+// The README's examples compile as doc tests, so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
 /// Opens the table at `url` at its latest version. See [`Table::open`].
 pub async fn open(url: &str) -> Result<Table> {
     Table::open(url).await

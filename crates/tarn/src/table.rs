@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
 use chrono::Utc;
+use parquet::file::properties::WriterProperties;
 use serde_json::{Map, Value};
 use tarn_store::{StoreLocation, StoreOptions};
 use uuid::Uuid;
@@ -146,6 +147,7 @@ impl Table {
             replace_where: None,
             schema_mode: SchemaMode::Strict,
             target_file_size: None,
+            writer_properties: None,
         }
     }
 
@@ -199,9 +201,17 @@ pub struct WriteBuilder<'a> {
     replace_where: Option<Expr>,
     schema_mode: SchemaMode,
     target_file_size: Option<u64>,
+    writer_properties: Option<WriterProperties>,
 }
 
 impl WriteBuilder<'_> {
+    /// Parquet writer settings for the data files (compression, row-group size,
+    /// encodings). Default: Snappy, Parquet's defaults otherwise.
+    pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
+        self.writer_properties = Some(properties);
+        self
+    }
+
     /// Append (default) or overwrite.
     pub fn mode(mut self, mode: WriteMode) -> Self {
         self.mode = mode;
@@ -243,6 +253,7 @@ impl WriteBuilder<'_> {
             replace_where,
             schema_mode,
             target_file_size,
+            writer_properties,
         } = self;
         let snapshot = &table.snapshot;
         ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
@@ -334,6 +345,7 @@ impl WriteBuilder<'_> {
             &FileWriteOptions {
                 target_file_size,
                 num_indexed_cols: snapshot.properties().num_indexed_cols(),
+                writer_properties,
             },
         )
         .await?;

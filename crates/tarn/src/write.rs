@@ -27,8 +27,9 @@ use crate::protocol::{Add, DataType, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
-/// Rows handed to the Parquet writer at a time, so file sizes are checked often enough.
-const SLICE_ROWS: usize = 64 * 1024;
+/// Rows handed to the Parquet writer at a time: a file overshoots its target size by at
+/// most this many rows.
+const SLICE_ROWS: usize = 8 * 1024;
 /// Files uploaded at once.
 const UPLOAD_CONCURRENCY: usize = 8;
 /// Above this size a file is uploaded in parts.
@@ -184,6 +185,7 @@ pub(crate) fn ensure_rows_match(batches: &[RecordBatch], predicate: &Expr) -> Re
 pub(crate) struct FileWriteOptions {
     pub(crate) target_file_size: u64,
     pub(crate) num_indexed_cols: i64,
+    pub(crate) writer_properties: Option<WriterProperties>,
 }
 
 /// One encoded data file, ready to upload.
@@ -322,9 +324,11 @@ fn encode(
         .collect();
     let data_struct = StructType::new(data_fields);
     let data_schema: SchemaRef = Arc::new(data_struct.to_arrow());
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .build();
+    let props = options.writer_properties.clone().unwrap_or_else(|| {
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build()
+    });
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
     let mut counter = 0usize;
     for batch in batches {
