@@ -88,3 +88,21 @@ pub fn except_country(batch: &RecordBatch, country: &str) -> RecordBatch {
     let keep = arrow::compute::not(&arrow::compute::prep_null_mask_filter(&equal)).expect("negate");
     arrow::compute::filter_record_batch(batch, &keep).expect("filter rows")
 }
+
+/// The batch with one more column at the end.
+pub fn with_column(
+    batch: &RecordBatch,
+    field: Field,
+    values: arrow::array::ArrayRef,
+) -> RecordBatch {
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(field);
+    let mut columns = batch.columns().to_vec();
+    columns.push(values);
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("a valid batch")
+}

@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::array::{Int64Array, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tarn::expr::{col, lit};
 use tarn::{SchemaMode, Table, WriteMode};
-use tarn_tests::fixtures::{only_country, sales_batch, sales_schema};
+use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
 use tarn_tests::python::run_script;
 use tarn_tests::rows::{canonical_rows, read_parquet_file, row_count};
 
@@ -148,25 +148,11 @@ async fn tables_tarn_writes_read_the_same_through_deltalake() {
         .await
         .unwrap();
     assert_same_through_deltalake(&table, &sales, "overwritten").await;
-    let base = sales_batch(2000, 2010);
-    let mut fields: Vec<Field> = base
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("note", DataType::Utf8, true));
-    let wider = RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        base.columns()
-            .iter()
-            .cloned()
-            .chain([
-                Arc::new(arrow::array::StringArray::from(vec![Some("n"); 10])) as Arc<dyn Array>,
-            ])
-            .collect(),
-    )
-    .unwrap();
+    let wider = with_column(
+        &sales_batch(2000, 2010),
+        Field::new("note", DataType::Utf8, true),
+        Arc::new(arrow::array::StringArray::from(vec![Some("n"); 10])),
+    );
     table
         .write([wider])
         .schema_mode(SchemaMode::AddColumns)

@@ -14,7 +14,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tarn::expr::{col, lit};
 use tarn::{Error, SchemaMode, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{CountingStore, LatencyProfile, LatencyStore};
-use tarn_tests::fixtures::{except_country, only_country, sales_batch, sales_schema};
+use tarn_tests::fixtures::{except_country, only_country, sales_batch, sales_schema, with_column};
 use tarn_tests::rows::{canonical_rows, row_count};
 
 /// A place to put a table, and whatever must live as long as it.
@@ -401,23 +401,11 @@ async fn schema_evolution_only_on_request(target: Target) {
     let location = &target.location;
     let mut table = create_sales(location, &[]).await;
     table.append([sales_batch(0, 10)]).await.unwrap();
-    let base = sales_batch(10, 20);
-    let mut fields: Vec<Field> = base
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new("discount", DataType::Int64, true));
-    let wider = RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        base.columns()
-            .iter()
-            .cloned()
-            .chain([Arc::new(Int64Array::from((0..10).collect::<Vec<i64>>())) as Arc<dyn Array>])
-            .collect(),
-    )
-    .unwrap();
+    let wider = with_column(
+        &sales_batch(10, 20),
+        Field::new("discount", DataType::Int64, true),
+        Arc::new(Int64Array::from((0..10).collect::<Vec<i64>>())),
+    );
     let err = table.append([wider.clone()]).await.unwrap_err();
     assert!(
         matches!(&err, Error::SchemaMismatch { reason } if reason.contains("discount")),
