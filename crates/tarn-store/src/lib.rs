@@ -8,6 +8,8 @@
 //!   round trips an operation waited on one after another.
 //! - [`LatencyStore`] sleeps per request following a named, seeded [`LatencyProfile`]
 //!   (`s3-standard`, `s3-express`) to replay S3 behaviour on one machine.
+//! - [`FaultStore`] injects seeded failures (before or after a request takes effect,
+//!   5xx, 409, timeouts, truncated reads, slow listings) on paths matching a pattern.
 //!
 //! The [`conformance`] module is the suite of behaviours every store and wrapper must show,
 //! put-if-absent among them; Tarn's tests run it against memory, local files, every wrapper
@@ -17,13 +19,16 @@
 
 mod counting;
 mod error;
+mod fault;
 mod latency;
 mod location;
+mod random;
 
 pub mod conformance;
 
 pub use counting::{CountingStore, RequestCounter, RequestCounts};
 pub use error::{Error, Result};
+pub use fault::{Fault, FaultControl, FaultOp, FaultRule, FaultStore, InjectedFault, is_injected};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
 pub use location::{StoreLocation, StoreOptions, open, open_with_options};
 

@@ -1,0 +1,607 @@
+//! `FaultStore`: seeded failures for tests.
+//!
+//! Rules say which requests fail (kind of request, a glob on the path, a probability, an
+//! optional limit) and how: before the request takes effect, after it took effect (a lost
+//! acknowledgement: the object is there but the caller saw an error), as a 5xx or 409, as
+//! a timeout, as a truncated GET or a slow LIST. A seed makes a run replayable. With no
+//! rules, or disabled, the store is transparent; it passes the conformance suite so.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+
+use crate::random::SplitMix64;
+
+/// The kind of request a rule applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOp {
+    /// PUTs and multipart uploads.
+    Put,
+    /// GETs (whole, ranged) and HEADs.
+    Get,
+    /// LISTs.
+    List,
+    /// Deletes.
+    Delete,
+    /// Every request.
+    Any,
+}
+
+/// What an injected fault does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// The request fails without taking effect.
+    FailBefore,
+    /// The request takes effect, then the caller gets an error: a lost acknowledgement.
+    /// For reads and lists it is the same as [`Fault::FailBefore`].
+    FailAfter,
+    /// The store answers 500 without the request taking effect.
+    ServerError,
+    /// The store answers 409 Conflict without the request taking effect.
+    Conflict,
+    /// The request hangs this long, then fails without taking effect.
+    Timeout(Duration),
+    /// A GET returns only the first half of its bytes.
+    TruncatedGet,
+    /// A LIST answers after this delay.
+    SlowList(Duration),
+}
+
+/// The error a fault produces, inside `object_store::Error::Generic`.
+#[derive(Debug, Clone)]
+pub struct InjectedFault {
+    /// The fault.
+    pub fault: Fault,
+    /// The request's path.
+    pub path: String,
+}
+
+impl fmt::Display for InjectedFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fault {
+            Fault::FailBefore => write!(f, "injected failure before the request on {}", self.path),
+            Fault::FailAfter => write!(
+                f,
+                "injected lost acknowledgement on {} (the request took effect)",
+                self.path
+            ),
+            Fault::ServerError => write!(f, "injected 500 Internal Server Error on {}", self.path),
+            Fault::Conflict => write!(f, "injected 409 Conflict on {}", self.path),
+            Fault::Timeout(d) => write!(f, "injected timeout after {d:?} on {}", self.path),
+            Fault::TruncatedGet => write!(f, "injected truncated read of {}", self.path),
+            Fault::SlowList(d) => write!(f, "injected slow list ({d:?}) of {}", self.path),
+        }
+    }
+}
+
+impl std::error::Error for InjectedFault {}
+
+/// Whether an object-store error was injected by a [`FaultStore`].
+pub fn is_injected(error: &object_store::Error) -> bool {
+    match error {
+        object_store::Error::Generic { source, .. } => {
+            source.downcast_ref::<InjectedFault>().is_some()
+        }
+        _ => false,
+    }
+}
+
+/// Which requests fail, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultRule {
+    op: FaultOp,
+    pattern: String,
+    fault: Fault,
+    probability: f64,
+    limit: Option<u64>,
+}
+
+impl FaultRule {
+    /// Every `op` request fails with `fault` (narrow it with the other methods).
+    pub fn new(op: FaultOp, fault: Fault) -> Self {
+        Self {
+            op,
+            pattern: "*".into(),
+            fault,
+            probability: 1.0,
+            limit: None,
+        }
+    }
+
+    /// Only requests whose path matches this glob (`*` matches anything, `/` included).
+    #[must_use]
+    pub fn matching(mut self, glob: impl Into<String>) -> Self {
+        self.pattern = glob.into();
+        self
+    }
+
+    /// Only this share of matching requests (0 to 1).
+    #[must_use]
+    pub fn probability(mut self, probability: f64) -> Self {
+        self.probability = probability.clamp(0.0, 1.0);
+        self
+    }
+
+    /// At most this many times.
+    #[must_use]
+    pub fn limit(mut self, times: u64) -> Self {
+        self.limit = Some(times);
+        self
+    }
+
+    fn applies(&self, op: FaultOp, path: &str) -> bool {
+        (self.op == FaultOp::Any || self.op == op) && glob_match(&self.pattern, path)
+    }
+}
+
+/// `*` matches any run of characters.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == b'*')
+}
+
+#[derive(Debug)]
+struct Shared {
+    rules: Mutex<Vec<(FaultRule, u64)>>,
+    rng: Mutex<SplitMix64>,
+    enabled: AtomicBool,
+    injected: AtomicU64,
+}
+
+/// A handle to change a [`FaultStore`]'s rules while it is in use.
+#[derive(Debug, Clone)]
+pub struct FaultControl {
+    shared: Arc<Shared>,
+}
+
+impl FaultControl {
+    /// Adds a rule; rules are tried in the order added, the first that fires wins.
+    pub fn add_rule(&self, rule: FaultRule) {
+        self.lock_rules().push((rule, 0));
+    }
+
+    /// Removes every rule.
+    pub fn clear(&self) {
+        self.lock_rules().clear();
+    }
+
+    /// Turns injection on or off without touching the rules.
+    pub fn set_enabled(&self, enabled: bool) {
+        self.shared.enabled.store(enabled, Ordering::SeqCst);
+    }
+
+    /// How many faults have been injected.
+    pub fn injected(&self) -> u64 {
+        self.shared.injected.load(Ordering::SeqCst)
+    }
+
+    fn lock_rules(&self) -> std::sync::MutexGuard<'_, Vec<(FaultRule, u64)>> {
+        // A poisoned lock only means a panic elsewhere; the rules are intact.
+        self.shared.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn decide(&self, op: FaultOp, path: &str) -> Option<Fault> {
+        if !self.shared.enabled.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut rules = self.lock_rules();
+        for (rule, fired) in rules.iter_mut() {
+            if !rule.applies(op, path) || rule.limit.is_some_and(|l| *fired >= l) {
+                continue;
+            }
+            let draw = self
+                .shared
+                .rng
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .unit();
+            if draw <= rule.probability {
+                *fired += 1;
+                self.shared.injected.fetch_add(1, Ordering::SeqCst);
+                return Some(rule.fault);
+            }
+        }
+        None
+    }
+}
+
+/// An [`ObjectStore`] that injects failures following seeded [`FaultRule`]s.
+#[derive(Debug)]
+pub struct FaultStore<T = Arc<dyn ObjectStore>> {
+    inner: T,
+    control: FaultControl,
+}
+
+impl<T: ObjectStore> FaultStore<T> {
+    /// Wraps `inner` with no rules; `seed` fixes which requests probabilistic rules hit.
+    pub fn new(inner: T, seed: u64) -> Self {
+        Self {
+            inner,
+            control: FaultControl {
+                shared: Arc::new(Shared {
+                    rules: Mutex::new(Vec::new()),
+                    rng: Mutex::new(SplitMix64(seed)),
+                    enabled: AtomicBool::new(true),
+                    injected: AtomicU64::new(0),
+                }),
+            },
+        }
+    }
+
+    /// Adds a rule.
+    #[must_use]
+    pub fn with_rule(self, rule: FaultRule) -> Self {
+        self.control.add_rule(rule);
+        self
+    }
+
+    /// A handle on the rules.
+    pub fn control(&self) -> FaultControl {
+        self.control.clone()
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+}
+
+impl<T: ObjectStore> fmt::Display for FaultStore<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultStore({})", self.inner)
+    }
+}
+
+fn injected(fault: Fault, path: &Path) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "FaultStore",
+        source: Box::new(InjectedFault {
+            fault,
+            path: path.to_string(),
+        }),
+    }
+}
+
+/// Applies a fault that acts before the request (or as a delay); `Ok` lets it through.
+async fn before(fault: Option<Fault>, path: &Path) -> Result<()> {
+    match fault {
+        None | Some(Fault::FailAfter | Fault::TruncatedGet) => Ok(()),
+        Some(Fault::SlowList(delay)) => {
+            tokio::time::sleep(delay).await;
+            Ok(())
+        }
+        Some(Fault::Timeout(delay)) => {
+            tokio::time::sleep(delay).await;
+            Err(injected(Fault::Timeout(delay), path))
+        }
+        Some(other) => Err(injected(other, path)),
+    }
+}
+
+/// A listing that first applies `fault`: a delay, or an error in place of the entries.
+fn faulty_list(
+    fault: Option<Fault>,
+    path: Path,
+    inner: BoxStream<'static, Result<ObjectMeta>>,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    futures::stream::once(async move { before(fault, &path).await.map(|()| inner) })
+        .map(|r| match r {
+            Ok(stream) => stream,
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        })
+        .flatten()
+        .boxed()
+}
+
+fn truncate(bytes: Bytes) -> Bytes {
+    bytes.slice(..bytes.len() / 2)
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: ObjectStore> ObjectStore for FaultStore<T> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let fault = self.control.decide(FaultOp::Put, location.as_ref());
+        before(fault, location).await?;
+        let result = self.inner.put_opts(location, payload, opts).await;
+        match fault {
+            Some(Fault::FailAfter) => Err(injected(Fault::FailAfter, location)),
+            _ => result,
+        }
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        let fault = self.control.decide(FaultOp::Put, location.as_ref());
+        before(fault, location).await?;
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(FaultUpload {
+            inner: upload,
+            path: location.clone(),
+            fail_after: fault == Some(Fault::FailAfter),
+        }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let fault = self.control.decide(FaultOp::Get, location.as_ref());
+        if fault == Some(Fault::FailAfter) {
+            return Err(injected(Fault::FailAfter, location));
+        }
+        before(fault, location).await?;
+        let head = options.head;
+        let result = self.inner.get_opts(location, options).await?;
+        if fault != Some(Fault::TruncatedGet) || head {
+            return Ok(result);
+        }
+        let (meta, range) = (result.meta.clone(), result.range.clone());
+        let (attributes, extensions) = (result.attributes.clone(), result.extensions.clone());
+        let short = truncate(result.bytes().await?);
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(
+                futures::stream::once(async move { Ok(short) }).boxed(),
+            ),
+            meta,
+            range,
+            attributes,
+            extensions,
+        })
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let fault = self.control.decide(FaultOp::Get, location.as_ref());
+        if fault == Some(Fault::FailAfter) {
+            return Err(injected(Fault::FailAfter, location));
+        }
+        before(fault, location).await?;
+        let parts = self.inner.get_ranges(location, ranges).await?;
+        Ok(match fault {
+            Some(Fault::TruncatedGet) => parts.into_iter().map(truncate).collect(),
+            _ => parts,
+        })
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let control = self.control.clone();
+        // Decide per location before it reaches the store; failing ones are held back.
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Result<Path>>();
+        let filtered = locations
+            .filter_map(move |location| {
+                let control = control.clone();
+                let tx = tx.clone();
+                async move {
+                    let path = match location {
+                        Ok(p) => p,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    match control.decide(FaultOp::Delete, path.as_ref()) {
+                        Some(Fault::FailAfter) => {
+                            let _ = tx.unbounded_send(Err(injected(Fault::FailAfter, &path)));
+                            Some(Ok(path))
+                        }
+                        Some(fault) => match before(Some(fault), &path).await {
+                            Ok(()) => Some(Ok(path)),
+                            Err(e) => {
+                                let _ = tx.unbounded_send(Err(e));
+                                None
+                            }
+                        },
+                        None => Some(Ok(path)),
+                    }
+                }
+            })
+            .boxed();
+        let deleted = self.inner.delete_stream(filtered);
+        // Results of the store first, then the injected failures.
+        deleted.chain(rx).boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        let path = prefix.cloned().unwrap_or(Path::ROOT);
+        let fault = self.control.decide(FaultOp::List, path.as_ref());
+        faulty_list(fault, path, self.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let path = prefix.cloned().unwrap_or(Path::ROOT);
+        let fault = self.control.decide(FaultOp::List, path.as_ref());
+        faulty_list(fault, path, self.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        let path = prefix.cloned().unwrap_or(Path::ROOT);
+        before(self.control.decide(FaultOp::List, path.as_ref()), &path).await?;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let fault = self.control.decide(FaultOp::Put, to.as_ref());
+        before(fault, to).await?;
+        let result = self.inner.copy_opts(from, to, options).await;
+        match fault {
+            Some(Fault::FailAfter) => Err(injected(Fault::FailAfter, to)),
+            _ => result,
+        }
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        let fault = self.control.decide(FaultOp::Put, to.as_ref());
+        before(fault, to).await?;
+        let result = self.inner.rename_opts(from, to, options).await;
+        match fault {
+            Some(Fault::FailAfter) => Err(injected(Fault::FailAfter, to)),
+            _ => result,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FaultUpload {
+    inner: Box<dyn MultipartUpload>,
+    path: Path,
+    fail_after: bool,
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl MultipartUpload for FaultUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.inner.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let result = self.inner.complete().await;
+        if self.fail_after {
+            return Err(injected(Fault::FailAfter, &self.path));
+        }
+        result
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.inner.abort().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStoreExt, PutMode};
+
+    #[test]
+    fn globs_match_across_segments() {
+        assert!(glob_match("*", "a/b/c"));
+        assert!(glob_match(
+            "*/_delta_log/*.json",
+            "t/_delta_log/00000000000000000001.json"
+        ));
+        assert!(!glob_match("*/_delta_log/*.json", "t/part-0.parquet"));
+        assert!(glob_match("a*c*e", "abcde"));
+        assert!(!glob_match("a*c", "abd"));
+    }
+
+    #[tokio::test]
+    async fn a_lost_acknowledgement_leaves_the_object_in_place() {
+        let store = FaultStore::new(InMemory::new(), 1).with_rule(
+            FaultRule::new(FaultOp::Put, Fault::FailAfter)
+                .matching("*.json")
+                .limit(1),
+        );
+        let path = Path::from("t/_delta_log/00000000000000000000.json");
+        let err = store
+            .put_opts(&path, "x".into(), PutOptions::from(PutMode::Create))
+            .await
+            .unwrap_err();
+        assert!(is_injected(&err), "{err}");
+        assert_eq!(
+            store
+                .get(&path)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+                .as_ref(),
+            b"x"
+        );
+        // The limit is spent: the next create fails only because the object exists.
+        let again = store
+            .put_opts(&path, "y".into(), PutOptions::from(PutMode::Create))
+            .await;
+        assert!(matches!(
+            again,
+            Err(object_store::Error::AlreadyExists { .. })
+        ));
+        assert_eq!(store.control().injected(), 1);
+    }
+
+    #[tokio::test]
+    async fn failures_before_leave_nothing_and_truncated_reads_are_short() {
+        let store = FaultStore::new(InMemory::new(), 2);
+        let control = store.control();
+        control.add_rule(FaultRule::new(FaultOp::Put, Fault::ServerError).limit(1));
+        let path = Path::from("a");
+        assert!(store.put(&path, "0123456789".into()).await.is_err());
+        assert!(matches!(
+            store.head(&path).await,
+            Err(object_store::Error::NotFound { .. })
+        ));
+        store.put(&path, "0123456789".into()).await.unwrap();
+        control.add_rule(FaultRule::new(FaultOp::Get, Fault::TruncatedGet).limit(1));
+        let short = store.get(&path).await.unwrap().bytes().await;
+        assert!(short.map(|b| b.len() < 10).unwrap_or(true));
+        control.set_enabled(false);
+        control.add_rule(FaultRule::new(FaultOp::Any, Fault::FailBefore));
+        assert_eq!(
+            store.get(&path).await.unwrap().bytes().await.unwrap().len(),
+            10
+        );
+    }
+
+    #[tokio::test]
+    async fn the_same_seed_fails_the_same_requests() {
+        let run = |seed| async move {
+            let store = FaultStore::new(InMemory::new(), seed)
+                .with_rule(FaultRule::new(FaultOp::Put, Fault::FailBefore).probability(0.3));
+            let mut failed = Vec::new();
+            for i in 0..40 {
+                if store
+                    .put(&Path::from(format!("k{i}")), "v".into())
+                    .await
+                    .is_err()
+                {
+                    failed.push(i);
+                }
+            }
+            failed
+        };
+        let (a, b, c) = (run(9).await, run(9).await, run(10).await);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(!a.is_empty() && a.len() < 40);
+    }
+}
