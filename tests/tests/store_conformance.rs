@@ -10,7 +10,9 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use tarn_store::conformance::run_all;
-use tarn_store::{CountingStore, LatencyProfile, LatencyStore};
+use tarn_store::{
+    CountingStore, Fault, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
+};
 use tarn_tests::minio::s3;
 use tarn_tests::unique;
 
@@ -65,4 +67,18 @@ async fn wrappers_over_minio_conform() {
     let counter = counting.counter();
     run_all(Arc::new(counting), location.root()).await.unwrap();
     assert!(counter.counts().critical_path > 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_store_with_faults_off_conforms() {
+    let plain = FaultStore::new(Arc::new(InMemory::new()) as Arc<dyn ObjectStore>, 1);
+    run_all(Arc::new(plain), &prefix()).await.unwrap();
+    // Rules present but disabled: transparent too, on MinIO.
+    let location = s3().location("conformance-faults-off");
+    let faulty = FaultStore::new(Arc::clone(location.store()), 2)
+        .with_rule(FaultRule::new(FaultOp::Any, Fault::FailBefore));
+    let control = faulty.control();
+    control.set_enabled(false);
+    run_all(Arc::new(faulty), location.root()).await.unwrap();
+    assert_eq!(control.injected(), 0);
 }
