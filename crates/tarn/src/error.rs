@@ -213,6 +213,18 @@ pub enum Error {
         /// The winning commit's operation.
         operation: String,
         /// What conflicts.
+        reason: ConflictReason,
+    },
+
+    /// A commit was sent but whether it landed could not be found out (the store kept
+    /// failing). The work was not committed twice; read the table to learn the outcome.
+    #[error("commit of version {version} (txnId {txn_id}) is in an unknown state: {reason}")]
+    CommitStateUnknown {
+        /// The version tried.
+        version: i64,
+        /// The transaction's `commitInfo.txnId`, to look for in the log.
+        txn_id: String,
+        /// Why the outcome could not be read.
         reason: String,
     },
 
@@ -248,6 +260,79 @@ pub enum Error {
     /// A background task failed to complete.
     #[error("task failed: {0}")]
     Task(String),
+}
+
+/// Why a transaction conflicts with a concurrent commit, in the order Delta checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConflictReason {
+    /// The winner changed the protocol.
+    ProtocolChanged,
+    /// The winner changed the metadata (schema, partitioning or properties).
+    MetadataChanged,
+    /// The winner changed a metadata domain this transaction reads or writes.
+    DomainMetadataChanged {
+        /// The domain.
+        domain: String,
+    },
+    /// The winner committed an application transaction this transaction reads or writes.
+    AppTransactionCommitted {
+        /// The application.
+        app_id: String,
+        /// The version it committed.
+        version: i64,
+    },
+    /// The winner added a file this transaction would have read.
+    ConcurrentAppend {
+        /// The file.
+        file: String,
+        /// What this transaction read that the file matches: a predicate, or the whole
+        /// table.
+        read: String,
+    },
+    /// The winner removed a file this transaction read.
+    ConcurrentDeleteRead {
+        /// The file.
+        file: String,
+    },
+    /// The winner removed a file this transaction removes too.
+    ConcurrentDeleteDelete {
+        /// The file.
+        file: String,
+    },
+}
+
+impl std::fmt::Display for ConflictReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ProtocolChanged => f.write_str("the protocol changed concurrently"),
+            Self::MetadataChanged => f.write_str(
+                "the metadata (schema, partitioning or properties) changed concurrently",
+            ),
+            Self::DomainMetadataChanged { domain } => {
+                write!(f, "metadata domain {domain:?} changed concurrently")
+            }
+            Self::AppTransactionCommitted { app_id, version } => write!(
+                f,
+                "application {app_id:?} committed its version {version} concurrently"
+            ),
+            Self::ConcurrentAppend { file, read } => {
+                write!(f, "file {file} was added concurrently and matches {read}")
+            }
+            Self::ConcurrentDeleteRead { file } => {
+                write!(
+                    f,
+                    "file {file}, which this transaction read, was removed concurrently"
+                )
+            }
+            Self::ConcurrentDeleteDelete { file } => {
+                write!(
+                    f,
+                    "file {file}, which this transaction removes, was removed concurrently"
+                )
+            }
+        }
+    }
 }
 
 /// Result with Tarn's [`Error`].

@@ -59,13 +59,16 @@ mod table;
 mod txn;
 mod write;
 
-pub use error::{Error, Result};
+pub use error::{ConflictReason, Error, Result};
 pub use log::checkpoint::CheckpointWritten;
 pub use scan::{DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan};
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::{CreateBuilder, Table, WriteBuilder, WriteOutcome};
 pub use tarn_store::{StoreLocation, StoreOptions};
-pub use txn::{CommitOutcome, ENGINE_INFO, RetryPolicy};
+pub use txn::{
+    Clock, CommitOutcome, ENGINE_INFO, IsolationLevel, OffsetClock, RetryPolicy, SystemClock,
+    Transaction,
+};
 pub use write::{SchemaMode, WriteMode};
 
 // The README's examples compile as doc tests, so they cannot drift from the API.

@@ -292,6 +292,20 @@ impl ScanContext {
     }
 }
 
+/// Whether a file may hold rows matching a bound predicate, judged from its partition
+/// values and statistics (used by the conflict checker for files added concurrently).
+pub(crate) fn file_may_match(snapshot: &Snapshot, add: &Add, predicate: &Expr) -> Result<bool> {
+    let ctx = snapshot.scan().filter(predicate.clone()).context()?;
+    let partitions = ctx.partition_values(add)?;
+    let stats = add.stats.as_deref().and_then(FileStats::parse);
+    let view = FileStatsView {
+        stats: stats.as_ref(),
+        columns: &ctx.columns,
+        partitions: &partitions,
+    };
+    Ok(ctx.predicate.as_ref().is_none_or(|p| may_match(p, &view)))
+}
+
 /// Opens one file and returns the stream of its output batches.
 async fn read_file(ctx: Arc<ScanContext>, file: PlannedFile) -> Result<RecordBatchStream> {
     let location = ctx.snapshot.location();

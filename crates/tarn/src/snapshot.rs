@@ -54,6 +54,8 @@ pub(crate) struct TableState {
     pub(crate) tombstones: BTreeMap<FileKey, Remove>,
     pub(crate) txns: HashMap<String, Txn>,
     pub(crate) domains: BTreeMap<String, DomainMetadata>,
+    /// The `commitInfo` timestamp of the newest commit applied, when it had one.
+    pub(crate) last_commit_timestamp: Option<i64>,
 }
 
 impl TableState {
@@ -97,10 +99,12 @@ impl TableState {
                         self.domains.insert(d.domain.clone(), d);
                     }
                 }
-                Action::CommitInfo(_)
-                | Action::Cdc(_)
-                | Action::CheckpointMetadata(_)
-                | Action::Sidecar(_) => {}
+                Action::CommitInfo(info) => {
+                    if let Some(ts) = info.in_commit_timestamp.or(info.timestamp) {
+                        self.last_commit_timestamp = Some(ts);
+                    }
+                }
+                Action::Cdc(_) | Action::CheckpointMetadata(_) | Action::Sidecar(_) => {}
             }
         }
     }
@@ -456,6 +460,16 @@ impl Snapshot {
     /// modification time, made monotonic).
     pub fn timestamp_ms(&self) -> i64 {
         self.timestamp
+    }
+
+    /// The newest time this version is known by: its file time, or the timestamp its
+    /// writer recorded if that is later. A new commit is stamped after it, so commit
+    /// timestamps increase with the version even when writers' clocks disagree.
+    pub fn latest_commit_timestamp_ms(&self) -> i64 {
+        self.state
+            .last_commit_timestamp
+            .unwrap_or(i64::MIN)
+            .max(self.timestamp)
     }
 
     /// The table's location.

@@ -1,7 +1,8 @@
-//! `Table`: the entry point. Create or open a table by URL, write to it, scan it, travel
-//! in time.
+//! `Table`: the entry point. Create or open a table by URL, write to it, change its
+//! schema and properties, scan it, travel in time.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
@@ -17,10 +18,14 @@ use crate::log::checkpoint::CheckpointWritten;
 use crate::paths::validate_name;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::features::ensure_writable;
-use crate::protocol::{Action, DataType, Format, Metadata, Protocol, Remove, StructType};
+use crate::protocol::{
+    Action, Add, DataType, Format, Metadata, Protocol, Remove, StructField, StructType,
+};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
-use crate::txn::{CommitOutcome, PendingCommit, RetryPolicy, commit, commit_create};
+use crate::txn::{
+    Clock, CommitOutcome, IsolationLevel, RetryPolicy, SystemClock, Transaction, commit_create,
+};
 use crate::write::{
     FileWriteOptions, SchemaMode, WriteMode, ensure_rows_match, prepare_batches,
     validate_partition_columns, write_files,
@@ -34,6 +39,8 @@ use crate::write::{
 pub struct Table {
     snapshot: Snapshot,
     retry: RetryPolicy,
+    isolation: IsolationLevel,
+    clock: Arc<dyn Clock>,
 }
 
 impl Table {
@@ -61,6 +68,8 @@ impl Table {
         Table {
             snapshot,
             retry: RetryPolicy::default(),
+            isolation: IsolationLevel::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -78,6 +87,20 @@ impl Table {
     #[must_use]
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Sets the isolation level of this handle's writes (default: Serializable).
+    #[must_use]
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Sets the clock commit timestamps come from (a test can skew it).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -138,6 +161,24 @@ impl Table {
         self.snapshot.scan()
     }
 
+    /// A transaction on the current snapshot, with this handle's isolation level, retry
+    /// policy and clock. Commit it with [`Table::commit`] (or [`Transaction::commit`]).
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(self.snapshot.clone())
+            .with_isolation(self.isolation)
+            .with_retry_policy(self.retry)
+            .with_clock(Arc::clone(&self.clock))
+    }
+
+    /// Commits a transaction and moves this handle to the version it committed.
+    ///
+    /// Fails as [`Transaction::commit`] does; the handle stays where it was.
+    pub async fn commit(&mut self, transaction: Transaction) -> Result<CommitOutcome> {
+        let outcome = transaction.commit().await?;
+        self.snapshot = outcome.snapshot.clone();
+        Ok(outcome)
+    }
+
     /// Starts a write of `batches` (append by default).
     pub fn write(&mut self, batches: impl IntoIterator<Item = RecordBatch>) -> WriteBuilder<'_> {
         WriteBuilder {
@@ -148,6 +189,8 @@ impl Table {
             schema_mode: SchemaMode::Strict,
             target_file_size: None,
             writer_properties: None,
+            isolation: None,
+            app_transaction: None,
         }
     }
 
@@ -170,6 +213,109 @@ impl Table {
             .await
     }
 
+    /// Removes the partitions `predicate` (on partition columns only) names, without
+    /// reading any data: a metadata-only delete.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a predicate on other columns or an
+    /// append-only table, and as [`Transaction::commit`] does.
+    pub async fn delete_partitions(&mut self, predicate: Expr) -> Result<WriteOutcome> {
+        self.write(Vec::new())
+            .mode(WriteMode::Overwrite)
+            .replace_where(predicate)
+            .execute()
+            .await
+    }
+
+    /// Sets table properties (`delta.checkpointInterval`, user keys...) in one commit,
+    /// upgrading the protocol when a property needs a table feature.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for empty keys, and as
+    /// [`Transaction::commit`] does.
+    pub async fn set_properties(
+        &mut self,
+        properties: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
+    ) -> Result<CommitOutcome> {
+        let mut metadata = self.snapshot.metadata().clone();
+        let mut names = Vec::new();
+        for (key, value) in properties {
+            let key = key.into();
+            if key.trim().is_empty() {
+                return Err(Error::InvalidArgument {
+                    name: "properties",
+                    reason: "a property key must not be empty".into(),
+                });
+            }
+            names.push(key.clone());
+            metadata.configuration.insert(key, Some(value.into()));
+        }
+        let mut txn = self
+            .transaction()
+            .with_operation("SET TBLPROPERTIES")
+            .with_parameter("properties", Value::from(names));
+        let upgraded = self
+            .snapshot
+            .protocol()
+            .merged_with(&Protocol::for_new_table(self.schema(), &metadata));
+        if &upgraded != self.snapshot.protocol() {
+            txn.add_action(Action::Protocol(upgraded));
+        }
+        txn.set_metadata(metadata);
+        self.commit(txn).await
+    }
+
+    /// Adds nullable columns at the end of the schema in one commit. The transaction reads
+    /// the whole table: a concurrent write conflicts with it as its isolation level says.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for bad or duplicate names and non-nullable
+    /// columns, and as [`Transaction::commit`] does.
+    pub async fn add_columns(
+        &mut self,
+        columns: impl IntoIterator<Item = StructField>,
+    ) -> Result<CommitOutcome> {
+        let mut schema = self.schema().clone();
+        let mut names = Vec::new();
+        for column in columns {
+            validate_name("column", &column.name)?;
+            if !column.nullable {
+                return Err(Error::InvalidArgument {
+                    name: "columns",
+                    reason: format!(
+                        "added column {:?} must be nullable: existing rows have no value",
+                        column.name
+                    ),
+                });
+            }
+            if schema
+                .fields
+                .iter()
+                .any(|f| f.name.eq_ignore_ascii_case(&column.name))
+            {
+                return Err(Error::InvalidArgument {
+                    name: "columns",
+                    reason: format!("column {:?} already exists", column.name),
+                });
+            }
+            names.push(column.name.clone());
+            schema.fields.push(column);
+        }
+        let mut metadata = self.snapshot.metadata().clone();
+        metadata.schema_string = schema.to_json();
+        let mut txn = self
+            .transaction()
+            .with_operation("ADD COLUMNS")
+            .with_parameter("columns", Value::from(names));
+        txn.record_read_whole_table();
+        let upgraded = self
+            .snapshot
+            .protocol()
+            .merged_with(&Protocol::for_new_table(&schema, &metadata));
+        if &upgraded != self.snapshot.protocol() {
+            txn.add_action(Action::Protocol(upgraded));
+        }
+        txn.set_metadata(metadata);
+        self.commit(txn).await
+    }
+
     /// Writes a checkpoint of the current snapshot now.
     pub async fn checkpoint(&self) -> Result<CheckpointWritten> {
         crate::txn::checkpoint(&self.snapshot).await
@@ -177,10 +323,13 @@ impl Table {
 }
 
 /// What a write did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct WriteOutcome {
-    /// The commit.
+    /// The commit (with no attempts when nothing was committed).
     pub commit: CommitOutcome,
+    /// Whether the write was skipped because its application transaction had already
+    /// committed that version.
+    pub skipped: bool,
     /// Data files added.
     pub files_added: usize,
     /// Data files removed (overwrites).
@@ -189,6 +338,43 @@ pub struct WriteOutcome {
     pub rows_written: u64,
     /// Bytes of data files written.
     pub bytes_written: u64,
+}
+
+impl WriteOutcome {
+    fn nothing(snapshot: &Snapshot, skipped: bool) -> Self {
+        WriteOutcome {
+            commit: CommitOutcome {
+                version: snapshot.version(),
+                attempts: 0,
+                rebased_over: Vec::new(),
+                checkpoint: None,
+                checkpoint_error: None,
+                snapshot: snapshot.clone(),
+            },
+            skipped,
+            files_added: 0,
+            files_removed: 0,
+            rows_written: 0,
+            bytes_written: 0,
+        }
+    }
+}
+
+/// The `remove` action that takes a live file out of the table.
+pub(crate) fn remove_of(add: Add, now_ms: i64) -> Remove {
+    Remove {
+        path: add.path,
+        deletion_timestamp: Some(now_ms),
+        data_change: true,
+        extended_file_metadata: Some(true),
+        partition_values: Some(add.partition_values),
+        size: Some(add.size),
+        stats: None,
+        tags: add.tags,
+        deletion_vector: add.deletion_vector,
+        base_row_id: add.base_row_id,
+        default_row_commit_version: add.default_row_commit_version,
+    }
 }
 
 /// A write being configured; run it with [`execute`](Self::execute).
@@ -202,16 +388,11 @@ pub struct WriteBuilder<'a> {
     schema_mode: SchemaMode,
     target_file_size: Option<u64>,
     writer_properties: Option<WriterProperties>,
+    isolation: Option<IsolationLevel>,
+    app_transaction: Option<(String, i64)>,
 }
 
 impl WriteBuilder<'_> {
-    /// Parquet writer settings for the data files (compression, row-group size,
-    /// encodings). Default: Snappy, Parquet's defaults otherwise.
-    pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
-        self.writer_properties = Some(properties);
-        self
-    }
-
     /// Append (default) or overwrite.
     pub fn mode(mut self, mode: WriteMode) -> Self {
         self.mode = mode;
@@ -237,14 +418,35 @@ impl WriteBuilder<'_> {
         self
     }
 
+    /// Parquet writer settings for the data files (compression, row-group size,
+    /// encodings). Default: Snappy, Parquet's defaults otherwise.
+    pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
+        self.writer_properties = Some(properties);
+        self
+    }
+
+    /// The isolation level of this write (default: the table handle's).
+    pub fn isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = Some(isolation);
+        self
+    }
+
+    /// Makes the write exactly-once for an application: it commits `version` of
+    /// `app_id` with the data, and is skipped (nothing written) when the table already
+    /// holds that version or a later one. A retried streaming write stays single.
+    pub fn app_transaction(mut self, app_id: impl Into<String>, version: i64) -> Self {
+        self.app_transaction = Some((app_id.into(), version));
+        self
+    }
+
     /// Writes the data files and commits them.
     ///
     /// Fails with [`Error::SchemaMismatch`] when the batches do not fit the table,
     /// [`Error::InvalidArgument`] for a `replace_where` that names non-partition columns or
     /// rows outside it, an overwrite of an append-only table or a zero target size,
     /// [`Error::UnsupportedWriterFeature`] when the table needs what Tarn cannot maintain,
-    /// and [`Error::Conflict`] when a concurrent commit invalidates this one. Nothing is
-    /// committed on failure.
+    /// and as [`Transaction::commit`] does ([`Error::Conflict`] when a concurrent commit
+    /// invalidates this one). Nothing is committed on failure.
     pub async fn execute(self) -> Result<WriteOutcome> {
         let WriteBuilder {
             table,
@@ -254,8 +456,21 @@ impl WriteBuilder<'_> {
             schema_mode,
             target_file_size,
             writer_properties,
+            isolation,
+            app_transaction,
         } = self;
-        let snapshot = &table.snapshot;
+        let mut txn = table.transaction().with_operation("WRITE");
+        if let Some(level) = isolation {
+            txn = txn.with_isolation(level);
+        }
+        if let Some((app_id, version)) = &app_transaction
+            && txn
+                .read_app_transaction(app_id)
+                .is_some_and(|done| done >= *version)
+        {
+            return Ok(WriteOutcome::nothing(&table.snapshot, true));
+        }
+        let snapshot = table.snapshot.clone();
         ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
         let target_file_size = target_file_size
             .or_else(|| snapshot.properties().target_file_size())
@@ -280,62 +495,47 @@ impl WriteBuilder<'_> {
         )?;
         let schema = evolved.clone().unwrap_or_else(|| snapshot.schema().clone());
 
-        // The files an overwrite replaces.
-        let removed: Vec<Remove> = match mode {
-            WriteMode::Append => Vec::new(),
-            WriteMode::Overwrite => {
-                if snapshot.properties().append_only() {
-                    return Err(Error::InvalidArgument {
-                        name: "mode",
-                        reason:
-                            "the table is append-only (delta.appendOnly): it cannot be overwritten"
-                                .into(),
-                    });
-                }
-                let files = match &replace_where {
-                    None => snapshot.files().cloned().collect::<Vec<_>>(),
-                    Some(predicate) => {
-                        let bound = predicate.bind(&schema)?;
-                        let partitions: Vec<&str> = snapshot
-                            .partition_columns()
-                            .iter()
-                            .map(|p| p.name.as_str())
-                            .collect();
-                        if let Some(other) = bound
-                            .columns()
-                            .into_iter()
-                            .find(|c| !partitions.contains(&c.root()))
-                        {
-                            return Err(Error::InvalidArgument {
-                                name: "replace_where",
-                                reason: format!(
-                                    "{other} is not a partition column; only partitions can be replaced"
-                                ),
-                            });
-                        }
-                        ensure_rows_match(&batches, &bound)?;
-                        snapshot.scan().filter(predicate.clone()).plan()?.files
-                    }
-                };
-                let now = Utc::now().timestamp_millis();
-                files
-                    .into_iter()
-                    .map(|add| Remove {
-                        path: add.path,
-                        deletion_timestamp: Some(now),
-                        data_change: true,
-                        extended_file_metadata: Some(true),
-                        partition_values: Some(add.partition_values),
-                        size: Some(add.size),
-                        stats: None,
-                        tags: add.tags,
-                        deletion_vector: add.deletion_vector,
-                        base_row_id: add.base_row_id,
-                        default_row_commit_version: add.default_row_commit_version,
-                    })
-                    .collect()
+        // An overwrite reads what it replaces: the whole table, or the named partitions.
+        let mut removed: Vec<Add> = Vec::new();
+        if mode == WriteMode::Overwrite {
+            if snapshot.properties().append_only() {
+                return Err(Error::InvalidArgument {
+                    name: "mode",
+                    reason: "the table is append-only (delta.appendOnly): it cannot be overwritten"
+                        .into(),
+                });
             }
-        };
+            removed = match &replace_where {
+                None => {
+                    txn.record_read_whole_table();
+                    snapshot.files().cloned().collect()
+                }
+                Some(predicate) => {
+                    let bound = predicate.bind(&schema)?;
+                    let partitions: Vec<&str> = snapshot
+                        .partition_columns()
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect();
+                    if let Some(other) = bound
+                        .columns()
+                        .into_iter()
+                        .find(|c| !partitions.contains(&c.root()))
+                    {
+                        return Err(Error::InvalidArgument {
+                            name: "replace_where",
+                            reason: format!(
+                                "{other} is not a partition column; only partitions can be replaced"
+                            ),
+                        });
+                    }
+                    ensure_rows_match(&batches, &bound)?;
+                    txn.record_read_predicate(predicate)?;
+                    snapshot.scan().filter(predicate.clone()).plan()?.files
+                }
+            };
+            txn.record_read_files(&removed);
+        }
 
         let written = write_files(
             snapshot.location(),
@@ -350,73 +550,52 @@ impl WriteBuilder<'_> {
         )
         .await?;
 
-        let mut actions = Vec::new();
         if let Some(new_schema) = &evolved {
             let mut metadata = snapshot.metadata().clone();
             metadata.schema_string = new_schema.to_json();
-            actions.push(Action::Metadata(metadata));
+            txn.set_metadata(metadata);
         }
-        let files_removed = removed.len();
-        let files_added = written.adds.len();
-        actions.extend(removed.into_iter().map(Action::Remove));
-        actions.extend(written.adds.into_iter().map(Action::Add));
-        if actions.is_empty() {
+        let (files_removed, files_added) = (removed.len(), written.adds.len());
+        let now = table.clock.now_ms();
+        for add in removed {
+            txn.remove_file(remove_of(add, now));
+        }
+        for add in written.adds {
+            txn.add_file(add);
+        }
+        if txn.actions().is_empty() {
             // Nothing to write and nothing to replace: no commit.
-            return Ok(WriteOutcome {
-                commit: CommitOutcome {
-                    version: snapshot.version(),
-                    attempts: 0,
-                    checkpoint: None,
-                    checkpoint_error: None,
-                },
-                files_added: 0,
-                files_removed: 0,
-                rows_written: 0,
-                bytes_written: 0,
-            });
+            return Ok(WriteOutcome::nothing(&snapshot, false));
         }
-        let mut parameters = Map::new();
-        let mode_name = match mode {
-            WriteMode::Append => "Append",
-            WriteMode::Overwrite => "Overwrite",
-        };
-        parameters.insert("mode".into(), Value::from(mode_name));
+        if let Some((app_id, version)) = app_transaction {
+            txn.set_app_transaction(app_id, version);
+        }
         let partition_by: Vec<String> = snapshot
             .partition_columns()
             .iter()
             .map(|p| p.name.clone())
             .collect();
-        parameters.insert(
-            "partitionBy".into(),
-            Value::from(serde_json::to_string(&partition_by).unwrap_or_default()),
-        );
-        if let Some(p) = &replace_where {
-            parameters.insert("predicate".into(), Value::from(p.to_string()));
-        }
-        let mut metrics = Map::new();
-        metrics.insert("numFiles".into(), Value::from(files_added.to_string()));
-        metrics.insert(
-            "numOutputRows".into(),
-            Value::from(written.rows.to_string()),
-        );
-        metrics.insert(
-            "numOutputBytes".into(),
-            Value::from(written.bytes.to_string()),
-        );
-        metrics.insert(
-            "numRemovedFiles".into(),
-            Value::from(files_removed.to_string()),
-        );
-        let pending = PendingCommit {
-            operation: "WRITE",
-            parameters,
-            metrics,
-            actions,
+        let mode_name = match mode {
+            WriteMode::Append => "Append",
+            WriteMode::Overwrite => "Overwrite",
         };
-        let (snapshot, commit) = commit(&table.snapshot, pending, &table.retry).await?;
-        table.snapshot = snapshot;
+        txn = txn
+            .with_parameter("mode", mode_name)
+            .with_parameter(
+                "partitionBy",
+                serde_json::to_string(&partition_by).unwrap_or_default(),
+            )
+            .with_metric("numFiles", files_added.to_string())
+            .with_metric("numOutputRows", written.rows.to_string())
+            .with_metric("numOutputBytes", written.bytes.to_string())
+            .with_metric("numRemovedFiles", files_removed.to_string());
+        if let Some(p) = &replace_where {
+            txn = txn.with_parameter("predicate", p.to_string());
+        }
+        let commit = table.commit(txn).await?;
         Ok(WriteOutcome {
             commit,
+            skipped: false,
             files_added,
             files_removed,
             rows_written: written.rows,
@@ -555,7 +734,8 @@ impl CreateBuilder {
             "partitionBy".into(),
             Value::from(serde_json::to_string(&self.partition_columns).unwrap_or_default()),
         );
-        let timestamp = commit_create(&location, &actions, parameters).await?;
+        let (timestamp, actions) =
+            commit_create(&location, &actions, parameters, &SystemClock).await?;
         let snapshot = Snapshot::new_table(location, timestamp, actions)?;
         Ok(Table::from_snapshot(snapshot))
     }

@@ -70,6 +70,53 @@ impl Protocol {
         }
     }
 
+    /// The protocol that supports everything `self` and `other` support: the same when
+    /// `other` asks for nothing new, else (3, 7) listing every feature either implies.
+    pub fn merged_with(&self, other: &Protocol) -> Protocol {
+        let needs = |p: &Protocol| p.min_reader_version >= 3 || p.min_writer_version >= 7;
+        let new_features = other
+            .reader_features
+            .iter()
+            .flatten()
+            .any(|f| !self.has_reader_feature(f))
+            || other
+                .writer_features
+                .iter()
+                .flatten()
+                .any(|f| !self.has_writer_feature(f));
+        if !needs(other) || !new_features {
+            return self.clone();
+        }
+        let mut readers: Vec<String> = match self.min_reader_version {
+            3 => self.reader_features.clone().unwrap_or_default(),
+            2 => vec!["columnMapping".into()],
+            _ => Vec::new(),
+        };
+        let mut writers: Vec<String> = match self.min_writer_version {
+            7 => self.writer_features.clone().unwrap_or_default(),
+            v => legacy_writer_features(v)
+                .iter()
+                .map(|f| f.to_string())
+                .collect(),
+        };
+        for f in other.reader_features.iter().flatten() {
+            if !readers.contains(f) {
+                readers.push(f.clone());
+            }
+        }
+        for f in other.writer_features.iter().flatten() {
+            if !writers.contains(f) {
+                writers.push(f.clone());
+            }
+        }
+        Protocol {
+            min_reader_version: 3,
+            min_writer_version: 7,
+            reader_features: Some(readers),
+            writer_features: Some(writers),
+        }
+    }
+
     /// Whether the table has this reader feature (explicitly, or implied by a legacy
     /// reader version).
     pub fn has_reader_feature(&self, feature: &str) -> bool {
@@ -239,6 +286,27 @@ mod tests {
             err,
             Error::UnsupportedReaderVersion { version: 99 }
         ));
+    }
+
+    #[test]
+    fn merging_upgrades_only_for_new_features() {
+        let legacy = protocol(1, 2, &[], &[]);
+        assert_eq!(legacy.merged_with(&protocol(1, 2, &[], &[])), legacy);
+        let dv = protocol(
+            3,
+            7,
+            &["deletionVectors"],
+            &["deletionVectors", "appendOnly"],
+        );
+        let merged = legacy.merged_with(&dv);
+        assert_eq!(
+            (merged.min_reader_version, merged.min_writer_version),
+            (3, 7)
+        );
+        assert!(
+            merged.has_writer_feature("invariants") && merged.has_reader_feature("deletionVectors")
+        );
+        assert_eq!(merged.merged_with(&dv), merged);
     }
 
     #[test]

@@ -1,0 +1,202 @@
+//! The conflict checker: does a commit that won the race invalidate this transaction?
+//!
+//! Delta's rules, in Delta's order: protocol change, metadata change, the same metadata
+//! domain, application transactions, files added concurrently that match what this
+//! transaction read, files this transaction read that were removed concurrently, and
+//! files both removed. The isolation level decides which of the checks on files apply.
+
+use std::collections::BTreeSet;
+
+use crate::error::{ConflictReason, Error, Result};
+use crate::expr::Expr;
+use crate::paths;
+use crate::protocol::{Action, Add};
+use crate::scan::file_may_match;
+use crate::snapshot::Snapshot;
+
+use super::IsolationLevel;
+
+/// What a transaction read: the reads a concurrent commit may invalidate.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReadSet {
+    /// The whole table was read (a full scan, a schema change).
+    pub(crate) whole_table: bool,
+    /// Predicates read with, bound to the schema.
+    pub(crate) predicates: Vec<Expr>,
+    /// Resolved paths of the files read.
+    pub(crate) files: BTreeSet<String>,
+    /// Application transactions whose version was read.
+    pub(crate) app_ids: BTreeSet<String>,
+    /// Metadata domains read.
+    pub(crate) domains: BTreeSet<String>,
+}
+
+impl ReadSet {
+    pub(crate) fn is_empty(&self) -> bool {
+        !self.whole_table
+            && self.predicates.is_empty()
+            && self.files.is_empty()
+            && self.app_ids.is_empty()
+            && self.domains.is_empty()
+    }
+}
+
+/// A commit another writer made after this transaction's read version.
+#[derive(Debug, Clone)]
+pub(crate) struct WinningCommit {
+    pub(crate) version: i64,
+    pub(crate) actions: Vec<Action>,
+}
+
+impl WinningCommit {
+    fn operation(&self) -> String {
+        self.actions
+            .iter()
+            .find_map(|a| match a {
+                Action::CommitInfo(c) => c.operation.clone(),
+                _ => None,
+            })
+            .unwrap_or_else(|| "UNKNOWN".into())
+    }
+
+    /// Whether the winner only appended without reading: its `commitInfo.isBlindAppend`,
+    /// or, without one, a commit of adds alone.
+    fn is_blind_append(&self) -> bool {
+        let flag = self.actions.iter().find_map(|a| match a {
+            Action::CommitInfo(c) => c.other.get("isBlindAppend").and_then(|v| v.as_bool()),
+            _ => None,
+        });
+        flag.unwrap_or_else(|| {
+            self.actions
+                .iter()
+                .all(|a| matches!(a, Action::Add(_) | Action::CommitInfo(_)))
+        })
+    }
+}
+
+/// The parts of this transaction the checker looks at.
+pub(crate) struct Ours<'a> {
+    pub(crate) isolation: IsolationLevel,
+    pub(crate) reads: &'a ReadSet,
+    pub(crate) actions: &'a [Action],
+}
+
+/// Fails with [`Error::Conflict`] when `winner` invalidates this transaction, judged on
+/// `base` (the snapshot just before the winner).
+pub(crate) fn check(ours: &Ours<'_>, base: &Snapshot, winner: &WinningCommit) -> Result<()> {
+    let conflict = |reason: ConflictReason| Error::Conflict {
+        winning_version: winner.version,
+        operation: winner.operation(),
+        reason,
+    };
+    let location = base.location();
+    let changes_metadata = ours
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Metadata(_) | Action::Protocol(_)));
+    let our_domains: BTreeSet<&str> = ours
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DomainMetadata(d) => Some(d.domain.as_str()),
+            _ => None,
+        })
+        .chain(ours.reads.domains.iter().map(String::as_str))
+        .collect();
+    let our_apps: BTreeSet<&str> = ours
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Txn(t) => Some(t.app_id.as_str()),
+            _ => None,
+        })
+        .chain(ours.reads.app_ids.iter().map(String::as_str))
+        .collect();
+    let our_removes: BTreeSet<String> = ours
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove(r) => Some(paths::canonical(location, &r.path)),
+            _ => None,
+        })
+        .collect();
+
+    // 1-4: protocol, metadata, domains, application transactions.
+    for action in &winner.actions {
+        match action {
+            Action::Protocol(_) => return Err(conflict(ConflictReason::ProtocolChanged)),
+            Action::Metadata(_) => return Err(conflict(ConflictReason::MetadataChanged)),
+            Action::DomainMetadata(d) if our_domains.contains(d.domain.as_str()) => {
+                return Err(conflict(ConflictReason::DomainMetadataChanged {
+                    domain: d.domain.clone(),
+                }));
+            }
+            Action::Txn(t) if our_apps.contains(t.app_id.as_str()) => {
+                return Err(conflict(ConflictReason::AppTransactionCommitted {
+                    app_id: t.app_id.clone(),
+                    version: t.version,
+                }));
+            }
+            _ => {}
+        }
+    }
+
+    // 5: files added concurrently that this transaction should have read.
+    let check_adds = match ours.isolation {
+        IsolationLevel::SnapshotIsolation => false,
+        // Blind appends commute with a write-serializable transaction, unless it changes
+        // the metadata the appended files were written under.
+        IsolationLevel::WriteSerializable => changes_metadata || !winner.is_blind_append(),
+        IsolationLevel::Serializable | IsolationLevel::StrictSerializable => true,
+    };
+    if check_adds {
+        let added = winner.actions.iter().filter_map(|a| match a {
+            Action::Add(add) if add.data_change => Some(add),
+            _ => None,
+        });
+        for add in added {
+            if let Some(read) = read_matching(ours.reads, base, add)? {
+                return Err(conflict(ConflictReason::ConcurrentAppend {
+                    file: add.path.clone(),
+                    read,
+                }));
+            }
+        }
+    }
+
+    // 6-7: files removed concurrently that this transaction read, or removes too.
+    for action in &winner.actions {
+        let Action::Remove(remove) = action else {
+            continue;
+        };
+        if !remove.data_change {
+            continue;
+        }
+        let path = paths::canonical(location, &remove.path);
+        if our_removes.contains(&path) {
+            return Err(conflict(ConflictReason::ConcurrentDeleteDelete {
+                file: remove.path.clone(),
+            }));
+        }
+        let read = ours.reads.whole_table || ours.reads.files.contains(&path);
+        if read && ours.isolation != IsolationLevel::SnapshotIsolation {
+            return Err(conflict(ConflictReason::ConcurrentDeleteRead {
+                file: remove.path.clone(),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// What this transaction read that an added file falls under, if anything.
+fn read_matching(reads: &ReadSet, base: &Snapshot, add: &Add) -> Result<Option<String>> {
+    if reads.whole_table {
+        return Ok(Some("the whole table".into()));
+    }
+    for predicate in &reads.predicates {
+        if file_may_match(base, add, predicate)? {
+            return Ok(Some(format!("the read predicate {predicate}")));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,773 @@
+//! Transactions: optimistic concurrency on one table, with put-if-absent commits.
+//!
+//! A [`Transaction`] reads a snapshot at version `v`, records what it read, writes its
+//! files under fresh names, and commits `_delta_log/<v+1>.json` with put-if-absent. When
+//! another writer took that version, the transaction reads the winning commits (one GET
+//! each) and runs the conflict checker for its [`IsolationLevel`]: no conflict rebases it
+//! and it retries at the next version, with jittered exponential backoff; a conflict is
+//! an [`Error::Conflict`] that names the winning version, its operation and the reason.
+//!
+//! Every commit carries a unique `commitInfo.txnId`. When a PUT's outcome is unknown (an
+//! error after the object may have landed), the transaction reads the version back: its
+//! own id means it committed; another id means it lost the race; when the version cannot
+//! be read, it fails with [`Error::CommitStateUnknown`] and never commits the work twice.
+
+mod conflict;
+
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::Utc;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+pub(crate) use conflict::ReadSet;
+use conflict::{Ours, WinningCommit, check};
+
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::log::checkpoint::{CheckpointWritten, write_checkpoint};
+use crate::log::{CommitFile, list_log, log_dir, parse_commit, read_commits};
+use crate::paths;
+use crate::protocol::features::ensure_writable;
+use crate::protocol::names::commit_file_name;
+use crate::protocol::{Action, Add, CommitInfo, DomainMetadata, Metadata, Remove, Txn};
+use crate::scan::Scan;
+use crate::snapshot::Snapshot;
+
+/// The engine name written into `commitInfo.engineInfo`.
+pub const ENGINE_INFO: &str = concat!("tarn/", env!("CARGO_PKG_VERSION"));
+
+/// How strictly a transaction is ordered against concurrent ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// Write-write conflicts only: a transaction fails when a concurrent one removed a
+    /// file it also removes. What it read may have changed.
+    SnapshotIsolation,
+    /// Delta's default: blind appends commute with everything; other files added
+    /// concurrently that match what the transaction read, and files it read that were
+    /// removed concurrently, conflict.
+    WriteSerializable,
+    /// Like `WriteSerializable`, and concurrent appends matching what the transaction read
+    /// conflict too, blind or not. Tarn's default.
+    #[default]
+    Serializable,
+    /// Serializable, with reads pinned to the newest version at the time of the first
+    /// read, and read-only transactions validated at commit, so every transaction, reads
+    /// included, is ordered as the log is.
+    StrictSerializable,
+}
+
+impl IsolationLevel {
+    /// The name written into `commitInfo.isolationLevel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SnapshotIsolation => "SnapshotIsolation",
+            Self::WriteSerializable => "WriteSerializable",
+            Self::Serializable => "Serializable",
+            Self::StrictSerializable => "StrictSerializable",
+        }
+    }
+}
+
+/// Where commit timestamps come from.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        Utc::now().timestamp_millis()
+    }
+}
+
+/// The system clock shifted by a fixed offset: a writer whose clock is ahead or behind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OffsetClock {
+    /// Milliseconds added to the system clock (negative: behind).
+    pub offset_ms: i64,
+}
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        Utc::now().timestamp_millis() + self.offset_ms
+    }
+}
+
+/// How often and how patiently a commit retries after losing the race for a version,
+/// or after a PUT whose outcome was unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// Backoff before the third attempt; it doubles after each further attempt.
+    pub base_backoff: Duration,
+    /// The most a backoff grows to.
+    pub max_backoff: Duration,
+    /// Reads of a version whose PUT had an unknown outcome before giving up with
+    /// [`Error::CommitStateUnknown`].
+    pub max_outcome_reads: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 50,
+            base_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_secs(1),
+            max_outcome_reads: 5,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The jittered wait before `attempt` (1-based): none for the first two attempts (a
+    /// rebase is usually enough), then a random share of an exponentially growing cap.
+    fn backoff(&self, attempt: u32) -> Duration {
+        if attempt <= 2 {
+            return Duration::ZERO;
+        }
+        let cap = self
+            .base_backoff
+            .saturating_mul(1u32 << (attempt - 3).min(20))
+            .min(self.max_backoff);
+        let random = std::hash::RandomState::new().build_hasher().finish();
+        cap.mul_f64((random % 10_000) as f64 / 10_000.0)
+    }
+}
+
+/// What a commit did.
+#[derive(Debug, Clone)]
+#[must_use = "the outcome holds the snapshot after the commit"]
+pub struct CommitOutcome {
+    /// The version committed (for a read-only transaction, the version it read).
+    pub version: i64,
+    /// Commit attempts (0 for a read-only transaction, 1 when no writer won a race).
+    pub attempts: u32,
+    /// The versions other writers committed first, which this commit was rebased over.
+    pub rebased_over: Vec<i64>,
+    /// The checkpoint written after the commit, when one was due.
+    pub checkpoint: Option<CheckpointWritten>,
+    /// Why a due checkpoint could not be written; the commit stands regardless.
+    pub checkpoint_error: Option<String>,
+    /// The table after the commit.
+    pub snapshot: Snapshot,
+}
+
+/// A unit of work on one table: what it read and what it writes, committed atomically.
+///
+/// ```no_run
+/// # async fn f(table: tarn::Table) -> tarn::Result<()> {
+/// use tarn::expr::{col, lit};
+/// let mut txn = table.transaction().with_isolation(tarn::IsolationLevel::Serializable);
+/// let rows = txn.read(Some(col("country").eq(lit("NL")))).await?.collect().await?;
+/// // ... decide what to write from `rows` ...
+/// let outcome = txn.commit().await?;
+/// println!("committed version {}", outcome.version);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a transaction does nothing until it is committed"]
+pub struct Transaction {
+    snapshot: Snapshot,
+    isolation: IsolationLevel,
+    reads: ReadSet,
+    pinned: bool,
+    actions: Vec<Action>,
+    operation: String,
+    parameters: Map<String, Value>,
+    metrics: Map<String, Value>,
+    retry: RetryPolicy,
+    clock: Arc<dyn Clock>,
+}
+
+impl Transaction {
+    /// A transaction reading `snapshot`, Serializable, with the default retry policy.
+    pub fn new(snapshot: Snapshot) -> Self {
+        Self {
+            snapshot,
+            isolation: IsolationLevel::default(),
+            reads: ReadSet::default(),
+            pinned: false,
+            actions: Vec::new(),
+            operation: "WRITE".into(),
+            parameters: Map::new(),
+            metrics: Map::new(),
+            retry: RetryPolicy::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Sets the isolation level.
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the clock commit timestamps come from.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets `commitInfo.operation` (default `WRITE`).
+    pub fn with_operation(mut self, operation: impl Into<String>) -> Self {
+        self.operation = operation.into();
+        self
+    }
+
+    /// Adds an entry to `commitInfo.operationParameters`.
+    pub fn with_parameter(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.parameters.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds an entry to `commitInfo.operationMetrics`.
+    pub fn with_metric(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metrics.insert(key.into(), value.into());
+        self
+    }
+
+    /// The snapshot the transaction reads.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The isolation level.
+    pub fn isolation(&self) -> IsolationLevel {
+        self.isolation
+    }
+
+    /// A scan of the rows matching `predicate` (all rows without one), recorded as read:
+    /// the predicate (or the whole table) and the files the scan will read. Under
+    /// [`IsolationLevel::StrictSerializable`] the first read moves the transaction to the
+    /// newest version first.
+    ///
+    /// Fails like [`Scan::plan`] for a predicate that does not fit the schema, and when the
+    /// newest version cannot be read.
+    pub async fn read(&mut self, predicate: Option<Expr>) -> Result<Scan> {
+        if self.isolation == IsolationLevel::StrictSerializable && !self.pinned {
+            if !self.actions.is_empty() {
+                return Err(Error::InvalidArgument {
+                    name: "read",
+                    reason: "a strictly serializable transaction reads before it writes".into(),
+                });
+            }
+            self.snapshot = self.snapshot.refresh().await?;
+        }
+        self.pinned = true;
+        let scan = match &predicate {
+            Some(p) => self.snapshot.scan().filter(p.clone()),
+            None => self.snapshot.scan(),
+        };
+        let plan = scan.plan()?;
+        match &predicate {
+            Some(p) => self.record_read_predicate(p)?,
+            None => self.record_read_whole_table(),
+        }
+        self.record_read_files(&plan.files);
+        Ok(scan)
+    }
+
+    /// Records that the transaction read the rows matching `predicate`: files added
+    /// concurrently that may hold such rows conflict (as the isolation level says).
+    ///
+    /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for a predicate that
+    /// does not fit the schema.
+    pub fn record_read_predicate(&mut self, predicate: &Expr) -> Result<()> {
+        let bound = predicate.bind(self.snapshot.schema())?;
+        self.reads.predicates.push(bound);
+        Ok(())
+    }
+
+    /// Records that the transaction read the whole table.
+    pub fn record_read_whole_table(&mut self) {
+        self.reads.whole_table = true;
+    }
+
+    /// Records that the transaction read these files: their concurrent removal conflicts.
+    pub fn record_read_files<'a>(&mut self, files: impl IntoIterator<Item = &'a Add>) {
+        let location = self.snapshot.location().clone();
+        self.reads.files.extend(
+            files
+                .into_iter()
+                .map(|a| paths::canonical(&location, &a.path)),
+        );
+    }
+
+    /// The version an application last committed, recorded as read: a concurrent commit
+    /// of the same application conflicts.
+    pub fn read_app_transaction(&mut self, app_id: &str) -> Option<i64> {
+        self.reads.app_ids.insert(app_id.to_string());
+        self.snapshot.app_transaction_version(app_id)
+    }
+
+    /// A metadata domain's configuration, recorded as read.
+    pub fn read_domain_metadata(&mut self, domain: &str) -> Option<String> {
+        self.reads.domains.insert(domain.to_string());
+        self.snapshot.domain_metadata(domain).map(str::to_string)
+    }
+
+    /// Adds a data file.
+    pub fn add_file(&mut self, add: Add) {
+        self.actions.push(Action::Add(add));
+    }
+
+    /// Removes a data file.
+    pub fn remove_file(&mut self, remove: Remove) {
+        self.actions.push(Action::Remove(remove));
+    }
+
+    /// Replaces the table metadata (schema, properties).
+    pub fn set_metadata(&mut self, metadata: Metadata) {
+        self.actions.push(Action::Metadata(metadata));
+    }
+
+    /// Records that application `app_id` committed its `version` in this commit, for
+    /// exactly-once writes.
+    pub fn set_app_transaction(&mut self, app_id: impl Into<String>, version: i64) {
+        let app_id = app_id.into();
+        self.reads.app_ids.insert(app_id.clone());
+        self.actions.push(Action::Txn(Txn {
+            app_id,
+            version,
+            last_updated: Some(self.clock.now_ms()),
+        }));
+    }
+
+    /// Sets a metadata domain's configuration.
+    pub fn set_domain_metadata(
+        &mut self,
+        domain: impl Into<String>,
+        configuration: impl Into<String>,
+    ) {
+        self.actions.push(Action::DomainMetadata(DomainMetadata {
+            domain: domain.into(),
+            configuration: configuration.into(),
+            removed: false,
+        }));
+    }
+
+    /// Adds any action (files, metadata, protocol). `commitInfo` is written by the commit.
+    pub fn add_action(&mut self, action: Action) {
+        self.actions.push(action);
+    }
+
+    /// The actions so far.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// Commits the transaction.
+    ///
+    /// A read-only transaction writes nothing; under `StrictSerializable` it is validated
+    /// against the commits made since it read, and fails with [`Error::Conflict`] when one
+    /// of them invalidates its reads.
+    ///
+    /// Fails with [`Error::Conflict`] naming the winning version, its operation and the
+    /// reason; [`Error::CommitRetriesExhausted`] after `max_attempts`;
+    /// [`Error::CommitStateUnknown`] when a PUT's outcome cannot be read back;
+    /// [`Error::UnsupportedWriterFeature`] for tables Tarn cannot write; [`Error::Store`]
+    /// for other store failures. On failure nothing is committed; files the transaction
+    /// wrote are left for `vacuum`.
+    pub async fn commit(self) -> Result<CommitOutcome> {
+        if self.actions.is_empty() {
+            return self.validate_read_only().await;
+        }
+        let snapshot = &self.snapshot;
+        ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+        for action in &self.actions {
+            if let Action::Txn(t) = action
+                && let Some(done) = snapshot.app_transaction_version(&t.app_id)
+                && done >= t.version
+            {
+                return Err(Error::Conflict {
+                    winning_version: snapshot.version(),
+                    operation: "APP TRANSACTION".into(),
+                    reason: crate::error::ConflictReason::AppTransactionCommitted {
+                        app_id: t.app_id.clone(),
+                        version: done,
+                    },
+                });
+            }
+        }
+        let store = Arc::clone(snapshot.location().store());
+        let dir = log_dir(snapshot.location().root());
+        let txn_id = Uuid::new_v4().to_string();
+        let blind = self.reads.is_empty()
+            && self
+                .actions
+                .iter()
+                .all(|a| matches!(a, Action::Add(add) if add.data_change));
+        let ours = Ours {
+            isolation: self.isolation,
+            reads: &self.reads,
+            actions: &self.actions,
+        };
+        let mut base = snapshot.clone();
+        let mut rebased_over = Vec::new();
+        for attempt in 1..=self.retry.max_attempts {
+            let wait = self.retry.backoff(attempt);
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            let version = base.version() + 1;
+            // Commit timestamps never go backwards, whatever this machine's clock says.
+            let timestamp = self
+                .clock
+                .now_ms()
+                .max(base.latest_commit_timestamp_ms() + 1);
+            let info = self.commit_info(timestamp, blind, &txn_id);
+            let body = encode_commit(&info, &self.actions)?;
+            let path = dir.clone().join(commit_file_name(version));
+            match put_commit(store.as_ref(), &path, body, &txn_id, &self.retry).await {
+                Err(e) => {
+                    return Err(match e {
+                        PutError::Unknown(reason) => Error::CommitStateUnknown {
+                            version,
+                            txn_id: txn_id.clone(),
+                            reason,
+                        },
+                        PutError::Store(e) => Error::store("put", &path)(e),
+                        PutError::Tarn(e) => e,
+                    });
+                }
+                Ok(PutOutcome::Committed) => {
+                    let mut actions = vec![info];
+                    actions.extend(self.actions.iter().cloned());
+                    let committed = base.with_commit(version, timestamp, actions)?;
+                    let (checkpoint, checkpoint_error) = maybe_checkpoint(&committed).await;
+                    return Ok(CommitOutcome {
+                        version,
+                        attempts: attempt,
+                        rebased_over,
+                        checkpoint,
+                        checkpoint_error,
+                        snapshot: committed,
+                    });
+                }
+                Ok(PutOutcome::Taken { actions, file_time }) => {
+                    // Another writer won this version: check it against what we did.
+                    let winner = WinningCommit { version, actions };
+                    check(&ours, &base, &winner)?;
+                    let winner_ts = commit_timestamp(&winner.actions)
+                        .unwrap_or(file_time)
+                        .max(base.latest_commit_timestamp_ms() + 1);
+                    base = base.with_commit(version, winner_ts, winner.actions)?;
+                    rebased_over.push(version);
+                }
+            }
+        }
+        Err(Error::CommitRetriesExhausted {
+            attempts: self.retry.max_attempts,
+            version: base.version() + 1,
+        })
+    }
+
+    /// A read-only transaction: under `StrictSerializable`, its reads must still hold at
+    /// the newest version.
+    async fn validate_read_only(self) -> Result<CommitOutcome> {
+        let mut snapshot = self.snapshot.clone();
+        if self.isolation == IsolationLevel::StrictSerializable && !self.reads.is_empty() {
+            let location = snapshot.location();
+            let listing = list_log(
+                location.store().as_ref(),
+                location.root(),
+                snapshot.version() + 1,
+            )
+            .await?;
+            let commits: Vec<CommitFile> = listing
+                .commits
+                .iter()
+                .map(|(v, meta)| CommitFile {
+                    version: *v,
+                    meta: meta.clone(),
+                })
+                .collect();
+            let ours = Ours {
+                isolation: self.isolation,
+                reads: &self.reads,
+                actions: &[],
+            };
+            let bodies = read_commits(location.store().as_ref(), &commits).await?;
+            for (commit, actions) in commits.iter().zip(bodies) {
+                let winner = WinningCommit {
+                    version: commit.version,
+                    actions,
+                };
+                check(&ours, &snapshot, &winner)?;
+                let ts = commit_timestamp(&winner.actions)
+                    .unwrap_or_else(|| commit.meta.last_modified.timestamp_millis());
+                snapshot = snapshot.with_commit(commit.version, ts, winner.actions)?;
+            }
+        }
+        Ok(CommitOutcome {
+            version: self.snapshot.version(),
+            attempts: 0,
+            rebased_over: Vec::new(),
+            checkpoint: None,
+            checkpoint_error: None,
+            snapshot,
+        })
+    }
+
+    fn commit_info(&self, timestamp: i64, blind: bool, txn_id: &str) -> Action {
+        let mut other = Map::new();
+        other.insert(
+            "operationParameters".into(),
+            Value::Object(self.parameters.clone()),
+        );
+        other.insert(
+            "operationMetrics".into(),
+            Value::Object(self.metrics.clone()),
+        );
+        other.insert("readVersion".into(), Value::from(self.snapshot.version()));
+        other.insert("isolationLevel".into(), Value::from(self.isolation.name()));
+        other.insert("isBlindAppend".into(), Value::from(blind));
+        other.insert("engineInfo".into(), Value::from(ENGINE_INFO));
+        Action::CommitInfo(CommitInfo {
+            timestamp: Some(timestamp),
+            in_commit_timestamp: None,
+            operation: Some(self.operation.clone()),
+            txn_id: Some(txn_id.to_string()),
+            other,
+        })
+    }
+}
+
+fn commit_timestamp(actions: &[Action]) -> Option<i64> {
+    actions.iter().find_map(|a| match a {
+        Action::CommitInfo(c) => c.in_commit_timestamp.or(c.timestamp),
+        _ => None,
+    })
+}
+
+fn txn_id_of(actions: &[Action]) -> Option<&str> {
+    actions.iter().find_map(|a| match a {
+        Action::CommitInfo(c) => c.txn_id.as_deref(),
+        _ => None,
+    })
+}
+
+fn encode_commit(info: &Action, actions: &[Action]) -> Result<Bytes> {
+    let mut body = Vec::new();
+    for action in std::iter::once(info).chain(actions) {
+        serde_json::to_writer(&mut body, action).map_err(|e| Error::Task(e.to_string()))?;
+        body.push(b'\n');
+    }
+    Ok(Bytes::from(body))
+}
+
+/// What putting a commit found.
+enum PutOutcome {
+    /// Our commit is in place (written now, or by an earlier attempt whose answer was
+    /// lost).
+    Committed,
+    /// Another writer's commit holds the version.
+    Taken {
+        actions: Vec<Action>,
+        file_time: i64,
+    },
+}
+
+enum PutError {
+    Unknown(String),
+    Store(object_store::Error),
+    Tarn(Error),
+}
+
+/// Writes a commit with put-if-absent and finds out what happened, whatever the PUT
+/// answered: an unknown outcome is resolved by reading the version back, up to
+/// `retry.max_outcome_reads` times.
+async fn put_commit(
+    store: &dyn ObjectStore,
+    path: &Path,
+    body: Bytes,
+    txn_id: &str,
+    retry: &RetryPolicy,
+) -> std::result::Result<PutOutcome, PutError> {
+    let version = commit_version(path);
+    let mut last_error = String::new();
+    // Each round: PUT, and on an unclear answer, read the version back.
+    for round in 0..retry.max_outcome_reads.max(1) {
+        if round > 0 {
+            tokio::time::sleep(
+                retry
+                    .base_backoff
+                    .saturating_mul(1 << round.min(10))
+                    .min(retry.max_backoff),
+            )
+            .await;
+        }
+        let put = store
+            .put_opts(
+                path,
+                PutPayload::from_bytes(body.clone()),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        match put {
+            Ok(_) => return Ok(PutOutcome::Committed),
+            Err(object_store::Error::AlreadyExists { .. }) => {}
+            Err(
+                e @ (object_store::Error::NotImplemented { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }),
+            ) => {
+                return Err(PutError::Store(e));
+            }
+            Err(e) => last_error = e.to_string(),
+        }
+        // The version exists, or the PUT's outcome is unknown: read what is there.
+        match store.get(path).await {
+            Ok(found) => {
+                let file_time = found.meta.last_modified.timestamp_millis();
+                let bytes = match found.bytes().await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        last_error = e.to_string();
+                        continue;
+                    }
+                };
+                let actions = parse_commit(version, &bytes).map_err(PutError::Tarn)?;
+                return Ok(if txn_id_of(&actions) == Some(txn_id) {
+                    PutOutcome::Committed
+                } else {
+                    PutOutcome::Taken { actions, file_time }
+                });
+            }
+            // Not there: the PUT did not land; the next round puts again.
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => last_error = e.to_string(),
+        }
+    }
+    Err(PutError::Unknown(last_error))
+}
+
+fn commit_version(path: &Path) -> i64 {
+    path.filename()
+        .and_then(crate::protocol::names::parse_log_file_name)
+        .map_or(-1, |n| n.version)
+}
+
+/// Writes a checkpoint when the table's interval says one is due. Its failure never fails
+/// the commit, which already stands.
+async fn maybe_checkpoint(snapshot: &Snapshot) -> (Option<CheckpointWritten>, Option<String>) {
+    let interval = snapshot.properties().checkpoint_interval() as i64;
+    let version = snapshot.version();
+    // V2 checkpoints are read but not written yet; such tables stay readable from commits.
+    if version == 0
+        || version % interval != 0
+        || snapshot.protocol().has_writer_feature("v2Checkpoint")
+    {
+        return (None, None);
+    }
+    match checkpoint(snapshot).await {
+        Ok(written) => (Some(written), None),
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
+/// Writes a classic checkpoint of `snapshot` and points `_last_checkpoint` at it.
+pub(crate) async fn checkpoint(snapshot: &Snapshot) -> Result<CheckpointWritten> {
+    let location = snapshot.location();
+    write_checkpoint(
+        location.store().as_ref(),
+        location.root(),
+        snapshot.version(),
+        snapshot.checkpoint_actions(),
+    )
+    .await
+}
+
+/// Writes version 0 of a new table and returns its timestamp and actions (commitInfo
+/// included). Fails with [`Error::TableAlreadyExists`] when another writer created it
+/// first.
+pub(crate) async fn commit_create(
+    location: &tarn_store::StoreLocation,
+    actions: &[Action],
+    parameters: Map<String, Value>,
+    clock: &dyn Clock,
+) -> Result<(i64, Vec<Action>)> {
+    let txn_id = Uuid::new_v4().to_string();
+    let timestamp = clock.now_ms();
+    let mut other = Map::new();
+    other.insert("operationParameters".into(), Value::Object(parameters));
+    other.insert("isBlindAppend".into(), Value::from(false));
+    other.insert("engineInfo".into(), Value::from(ENGINE_INFO));
+    let info = Action::CommitInfo(CommitInfo {
+        timestamp: Some(timestamp),
+        in_commit_timestamp: None,
+        operation: Some("CREATE TABLE".into()),
+        txn_id: Some(txn_id.clone()),
+        other,
+    });
+    let body = encode_commit(&info, actions)?;
+    let path = log_dir(location.root()).join(commit_file_name(0));
+    match put_commit(
+        location.store().as_ref(),
+        &path,
+        body,
+        &txn_id,
+        &RetryPolicy::default(),
+    )
+    .await
+    {
+        Ok(PutOutcome::Committed) => {
+            let mut all = vec![info];
+            all.extend_from_slice(actions);
+            Ok((timestamp, all))
+        }
+        Ok(PutOutcome::Taken { .. }) => Err(Error::TableAlreadyExists {
+            url: location.url().to_string(),
+            version: 0,
+        }),
+        Err(PutError::Unknown(reason)) => Err(Error::CommitStateUnknown {
+            version: 0,
+            txn_id,
+            reason,
+        }),
+        Err(PutError::Store(e)) => Err(Error::store("put", &path)(e)),
+        Err(PutError::Tarn(e)) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_stays_under_its_cap() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.backoff(1), Duration::ZERO);
+        assert_eq!(policy.backoff(2), Duration::ZERO);
+        for attempt in 3..60 {
+            assert!(policy.backoff(attempt) <= policy.max_backoff);
+        }
+    }
+
+    #[test]
+    fn isolation_levels_name_themselves_as_delta_does() {
+        assert_eq!(IsolationLevel::default(), IsolationLevel::Serializable);
+        assert_eq!(
+            IsolationLevel::WriteSerializable.name(),
+            "WriteSerializable"
+        );
+    }
+}
