@@ -70,27 +70,38 @@ impl Protocol {
         }
     }
 
-    /// The protocol that supports everything `self` and `other` support: the same when
-    /// `other` asks for nothing new, else (3, 7) listing every feature either implies.
+    /// The protocol that supports everything `self` and `other` support: `self` when
+    /// `other` asks for nothing new; otherwise writer version 7 listing every writer
+    /// feature either implies, and reader version 3 only when a reader feature is new
+    /// (writer-only features such as `domainMetadata` keep old readers working).
     pub fn merged_with(&self, other: &Protocol) -> Protocol {
-        let needs = |p: &Protocol| p.min_reader_version >= 3 || p.min_writer_version >= 7;
-        let new_features = other
+        let new_readers: Vec<String> = other
             .reader_features
             .iter()
             .flatten()
-            .any(|f| !self.has_reader_feature(f))
-            || other
-                .writer_features
-                .iter()
-                .flatten()
-                .any(|f| !self.has_writer_feature(f));
-        if !needs(other) || !new_features {
+            .filter(|f| !self.has_reader_feature(f))
+            .cloned()
+            .collect();
+        let new_writers: Vec<String> = other
+            .writer_features
+            .iter()
+            .flatten()
+            .filter(|f| !self.has_writer_feature(f))
+            .cloned()
+            .collect();
+        if new_readers.is_empty() && new_writers.is_empty() {
             return self.clone();
         }
-        let mut readers: Vec<String> = match self.min_reader_version {
-            3 => self.reader_features.clone().unwrap_or_default(),
-            2 => vec!["columnMapping".into()],
-            _ => Vec::new(),
+        let (min_reader_version, reader_features) = if new_readers.is_empty() {
+            (self.min_reader_version, self.reader_features.clone())
+        } else {
+            let mut readers: Vec<String> = match self.min_reader_version {
+                3 => self.reader_features.clone().unwrap_or_default(),
+                2 => vec!["columnMapping".into()],
+                _ => Vec::new(),
+            };
+            readers.extend(new_readers);
+            (3, Some(readers))
         };
         let mut writers: Vec<String> = match self.min_writer_version {
             7 => self.writer_features.clone().unwrap_or_default(),
@@ -99,22 +110,28 @@ impl Protocol {
                 .map(|f| f.to_string())
                 .collect(),
         };
-        for f in other.reader_features.iter().flatten() {
-            if !readers.contains(f) {
-                readers.push(f.clone());
-            }
-        }
-        for f in other.writer_features.iter().flatten() {
+        // A reader feature is a writer feature too.
+        for f in reader_features.iter().flatten().chain(&new_writers) {
             if !writers.contains(f) {
                 writers.push(f.clone());
             }
         }
         Protocol {
-            min_reader_version: 3,
+            min_reader_version,
             min_writer_version: 7,
-            reader_features: Some(readers),
+            reader_features,
             writer_features: Some(writers),
         }
+    }
+
+    /// The protocol with one more writer-only feature (such as `domainMetadata`).
+    pub fn with_writer_feature(&self, feature: &str) -> Protocol {
+        self.merged_with(&Protocol {
+            min_reader_version: 1,
+            min_writer_version: 7,
+            reader_features: None,
+            writer_features: Some(vec![feature.to_string()]),
+        })
     }
 
     /// Whether the table has this reader feature (explicitly, or implied by a legacy
@@ -307,6 +324,15 @@ mod tests {
             merged.has_writer_feature("invariants") && merged.has_reader_feature("deletionVectors")
         );
         assert_eq!(merged.merged_with(&dv), merged);
+        let domains = legacy.with_writer_feature("domainMetadata");
+        assert_eq!(
+            (domains.min_reader_version, domains.reader_features.clone()),
+            (1, None)
+        );
+        assert!(
+            domains.has_writer_feature("domainMetadata")
+                && domains.has_writer_feature("appendOnly")
+        );
     }
 
     #[test]

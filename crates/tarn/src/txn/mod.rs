@@ -351,12 +351,22 @@ impl Transaction {
         }));
     }
 
-    /// Sets a metadata domain's configuration.
+    /// Sets a metadata domain's configuration, upgrading the protocol with the
+    /// `domainMetadata` writer feature when the table lacks it.
     pub fn set_domain_metadata(
         &mut self,
         domain: impl Into<String>,
         configuration: impl Into<String>,
     ) {
+        let protocol = self.snapshot.protocol();
+        let upgrading = self
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Protocol(p) if p.has_writer_feature("domainMetadata")));
+        if !protocol.has_writer_feature("domainMetadata") && !upgrading {
+            let upgraded = protocol.with_writer_feature("domainMetadata");
+            self.actions.push(Action::Protocol(upgraded));
+        }
         self.actions.push(Action::DomainMetadata(DomainMetadata {
             domain: domain.into(),
             configuration: configuration.into(),
