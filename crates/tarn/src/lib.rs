@@ -57,6 +57,7 @@ mod snapshot;
 mod stats;
 mod table;
 mod txn;
+mod vacuum;
 mod write;
 
 pub use error::{ConflictReason, Error, Result};
@@ -69,6 +70,7 @@ pub use txn::{
     Clock, CommitOutcome, ENGINE_INFO, IsolationLevel, OffsetClock, RetryPolicy, SystemClock,
     Transaction,
 };
+pub use vacuum::{VacuumBuilder, VacuumOutcome};
 pub use write::{SchemaMode, WriteMode};
 
 // The README's examples compile as doc tests, so they cannot drift from the API.
