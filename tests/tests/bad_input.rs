@@ -448,3 +448,59 @@ async fn tables_that_need_unknown_features_are_refused() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn corrupt_data_files_fail_the_scan_with_a_parquet_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = sales_table(dir.path(), 1, &[]).await;
+    // A file whose log path needs no decoding.
+    let file = table
+        .snapshot()
+        .files()
+        .find(|a| !a.path.contains('%'))
+        .unwrap()
+        .clone();
+    let path = dir.path().join(&file.path);
+    let good = std::fs::read(&path).unwrap();
+    // Garbage of the same size, a truncated file, and a footer with flipped bytes.
+    let mut flipped = good.clone();
+    let n = flipped.len();
+    for byte in &mut flipped[n - 60..n - 8] {
+        *byte ^= 0x5a;
+    }
+    for bad in [
+        vec![7u8; good.len()],
+        good[..good.len() / 2].to_vec(),
+        flipped,
+    ] {
+        std::fs::write(&path, &bad).unwrap();
+        let err = table.scan().collect().await.unwrap_err();
+        assert!(
+            matches!(err, Error::Parquet { .. } | Error::Store { .. }),
+            "{err}"
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+    let err = table.scan().collect().await.unwrap_err();
+    assert!(
+        matches!(err, Error::Parquet { .. } | Error::Store { .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_stray_far_future_commit_is_a_version_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    sales_table(dir.path(), 2, &[]).await;
+    std::fs::copy(commit_path(dir.path(), 2), commit_path(dir.path(), 9_999)).unwrap();
+    let err = open(dir.path()).await.unwrap_err();
+    assert!(matches!(err, Error::VersionGap { missing: 3, .. }), "{err}");
+    // The versions before it still read by version.
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let v2 = tarn::Snapshot::builder(location)
+        .at_version(2)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(row_count(&v2.scan().collect().await.unwrap()), 20);
+}

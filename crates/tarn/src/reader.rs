@@ -33,6 +33,23 @@ impl ObjectFileReader {
     }
 }
 
+/// The text of a caught panic.
+pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// A Parquet error standing for a panic of the decoder (it panics on some corrupt files).
+pub(crate) fn decoder_panic(payload: &Box<dyn std::any::Any + Send>) -> ParquetError {
+    ParquetError::General(format!(
+        "corrupt file: the Parquet decoder failed: {}",
+        panic_message(payload)
+    ))
+}
+
 fn external(e: object_store::Error) -> ParquetError {
     ParquetError::External(Box::new(e))
 }
@@ -62,7 +79,7 @@ impl AsyncFileReader for ObjectFileReader {
         &'a mut self,
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, Result<Arc<ParquetMetaData>>> {
-        async move {
+        let load = async move {
             let reader = ParquetMetaDataReader::new()
                 .with_arrow_reader_options(options)
                 .with_prefetch_hint(Some(FOOTER_HINT));
@@ -71,8 +88,11 @@ impl AsyncFileReader for ObjectFileReader {
                 None => reader.load_via_suffix_and_finish(self).await?,
             };
             Ok(Arc::new(metadata))
-        }
-        .boxed()
+        };
+        std::panic::AssertUnwindSafe(load)
+            .catch_unwind()
+            .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))))
+            .boxed()
     }
 }
 

@@ -378,6 +378,10 @@ async fn read_file(ctx: Arc<ScanContext>, file: PlannedFile) -> Result<RecordBat
         builder = builder.with_row_selection(deletion_selection(deleted, &kept));
     }
     let stream = builder.build().map_err(Error::parquet(&path))?;
+    // A corrupt page can make the decoder panic: the scan gets an error for this file.
+    let stream = std::panic::AssertUnwindSafe(stream)
+        .catch_unwind()
+        .map(|r| r.unwrap_or_else(|panic| Err(crate::reader::decoder_panic(&panic))));
     let ctx2 = Arc::clone(&ctx);
     let partitions = file.partitions;
     let path_text = path.to_string();

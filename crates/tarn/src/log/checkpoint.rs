@@ -43,7 +43,7 @@ pub(crate) async fn read_checkpoint(
                 parse_commit(checkpoint.version, &bytes)
                     .map_err(|e| invalid(&meta.location, e.to_string()))
             } else {
-                parquet_actions(bytes, &meta.location)
+                parse_checkpoint_parquet(bytes, &meta.location)
             }
         })
         .buffered(LOG_READ_CONCURRENCY)
@@ -65,7 +65,7 @@ pub(crate) async fn read_checkpoint(
                 let path = sidecar_dir.clone().join(s.path.as_str());
                 async move {
                     let bytes = get_bytes(store, &path).await?;
-                    parquet_actions(bytes, &path)
+                    parse_checkpoint_parquet(bytes, &path)
                 }
             })
             .buffered(LOG_READ_CONCURRENCY)
@@ -93,7 +93,24 @@ async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
 
 /// Decodes a checkpoint Parquet file into actions, by way of JSON: each row holds one
 /// non-null top-level struct, which serializes to exactly the action's JSON form.
-fn parquet_actions(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
+pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
+    // The Parquet decoder panics on some corrupt footers; a corrupt checkpoint is an
+    // error like any other.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_checkpoint(bytes, path)
+    }))
+    .unwrap_or_else(|panic| {
+        Err(invalid(
+            path,
+            format!(
+                "the Parquet decoder failed: {}",
+                crate::reader::panic_message(&panic)
+            ),
+        ))
+    })
+}
+
+fn decode_checkpoint(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&e))?;
     let descr = builder.parquet_schema();
@@ -436,7 +453,7 @@ mod tests {
             }),
         ];
         let bytes = encode_checkpoint(&actions).unwrap();
-        let mut read = parquet_actions(bytes, &Path::from("cp")).unwrap();
+        let mut read = parse_checkpoint_parquet(bytes, &Path::from("cp")).unwrap();
         // A null partition value comes back as an absent key; both mean null.
         if let Action::Add(add) = &mut read[3] {
             add.partition_values.entry("q".into()).or_insert(None);
@@ -446,8 +463,8 @@ mod tests {
 
     #[test]
     fn garbage_is_an_invalid_checkpoint() {
-        let err =
-            parquet_actions(Bytes::from_static(b"PAR1"), &Path::from("x.parquet")).unwrap_err();
+        let err = parse_checkpoint_parquet(Bytes::from_static(b"PAR1"), &Path::from("x.parquet"))
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidCheckpoint { .. }), "{err}");
     }
 }

@@ -2,6 +2,8 @@
 //! snapshot needs (a [`LogSegment`]), and parsing commits and checkpoints into actions.
 
 pub(crate) mod checkpoint;
+#[cfg(test)]
+mod robustness;
 
 use std::collections::BTreeMap;
 
