@@ -346,6 +346,7 @@ impl WriteOutcome {
             commit: CommitOutcome {
                 version: snapshot.version(),
                 attempts: 0,
+                txn_id: String::new(),
                 rebased_over: Vec::new(),
                 checkpoint: None,
                 checkpoint_error: None,

@@ -154,6 +154,8 @@ pub struct CommitOutcome {
     pub version: i64,
     /// Commit attempts (0 for a read-only transaction, 1 when no writer won a race).
     pub attempts: u32,
+    /// The commit's `commitInfo.txnId` (empty for a read-only transaction).
+    pub txn_id: String,
     /// The versions other writers committed first, which this commit was rebased over.
     pub rebased_over: Vec<i64>,
     /// The checkpoint written after the commit, when one was due.
@@ -455,7 +457,6 @@ impl Transaction {
                             reason,
                         },
                         PutError::Store(e) => Error::store("put", &path)(e),
-                        PutError::Tarn(e) => e,
                     });
                 }
                 Ok(PutOutcome::Committed) => {
@@ -466,6 +467,7 @@ impl Transaction {
                     return Ok(CommitOutcome {
                         version,
                         attempts: attempt,
+                        txn_id: txn_id.clone(),
                         rebased_over,
                         checkpoint,
                         checkpoint_error,
@@ -530,6 +532,7 @@ impl Transaction {
         Ok(CommitOutcome {
             version: self.snapshot.version(),
             attempts: 0,
+            txn_id: String::new(),
             rebased_over: Vec::new(),
             checkpoint: None,
             checkpoint_error: None,
@@ -599,7 +602,6 @@ enum PutOutcome {
 enum PutError {
     Unknown(String),
     Store(object_store::Error),
-    Tarn(Error),
 }
 
 /// Writes a commit with put-if-absent and finds out what happened, whatever the PUT
@@ -655,7 +657,14 @@ async fn put_commit(
                         continue;
                     }
                 };
-                let actions = parse_commit(version, &bytes).map_err(PutError::Tarn)?;
+                let actions = match parse_commit(version, &bytes) {
+                    Ok(actions) => actions,
+                    // A short or garbled read is retried like any failed read.
+                    Err(e) => {
+                        last_error = e.to_string();
+                        continue;
+                    }
+                };
                 return Ok(if txn_id_of(&actions) == Some(txn_id) {
                     PutOutcome::Committed
                 } else {
@@ -754,7 +763,6 @@ pub(crate) async fn commit_create(
             reason,
         }),
         Err(PutError::Store(e)) => Err(Error::store("put", &path)(e)),
-        Err(PutError::Tarn(e)) => Err(e),
     }
 }
 

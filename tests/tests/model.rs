@@ -1,0 +1,413 @@
+//! The model test: random sequences of appends, overwrites (whole and by partition),
+//! partition deletes, checkpoints and vacuums, with faults injected into the writer's
+//! PUTs, checked after every step against a serial model of the table:
+//!
+//! - versions are contiguous, and a version exists only for an acknowledged commit (or
+//!   one whose outcome was reported unknown and which did land);
+//! - every acknowledged transaction appears in the log exactly once;
+//! - the snapshot at every version equals the serial replay up to it (versions a
+//!   zero-retention vacuum made unreadable fail with an error, never with fewer rows);
+//! - replaying with the checkpoints equals replaying the JSON commits alone.
+//!
+//! The run is seeded: `TARN_MODEL_SEED` replays one, `TARN_MODEL_CASES` sets how many.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use futures::TryStreamExt;
+use object_store::memory::InMemory;
+use object_store::{ObjectStore, ObjectStoreExt};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestRunner};
+use tarn::expr::{col, lit};
+use tarn::{Error, Snapshot, StoreLocation, Table, WriteMode};
+use tarn_store::{Fault, FaultControl, FaultOp, FaultRule, FaultStore};
+use url::Url;
+
+const PARTS: [&str; 3] = ["p0", "p1", "p2"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append { rows: Vec<u8> },
+    Overwrite { rows: Vec<u8> },
+    OverwritePartition { part: u8, rows: u8 },
+    DeletePartition { part: u8 },
+    Checkpoint,
+    Vacuum,
+}
+
+/// A fault for the writer's next operation: on data files or on the commit.
+#[derive(Debug, Clone)]
+struct Injection {
+    commit: bool,
+    fault: Fault,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => prop::collection::vec(0u8..3, 1..6).prop_map(|rows| Op::Append { rows }),
+        1 => prop::collection::vec(0u8..3, 0..4).prop_map(|rows| Op::Overwrite { rows }),
+        2 => (0u8..3, 1u8..4).prop_map(|(part, rows)| Op::OverwritePartition { part, rows }),
+        1 => (0u8..3).prop_map(|part| Op::DeletePartition { part }),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Vacuum),
+    ]
+}
+
+fn injection() -> impl Strategy<Value = Option<Injection>> {
+    let fault = prop_oneof![
+        Just(Fault::FailBefore),
+        Just(Fault::FailAfter),
+        Just(Fault::ServerError),
+        Just(Fault::Conflict),
+        Just(Fault::Timeout(Duration::from_millis(2))),
+    ];
+    prop_oneof![
+        3 => Just(None),
+        2 => (any::<bool>(), fault).prop_map(|(commit, fault)| Some(Injection { commit, fault })),
+    ]
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("part", DataType::Utf8, true),
+    ]))
+}
+
+type Rows = BTreeSet<(i64, String)>;
+
+fn batch(rows: &[(i64, String)]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+async fn rows_of(snapshot: &Snapshot) -> tarn::Result<Rows> {
+    let mut out = Rows::new();
+    for b in snapshot.scan().collect().await? {
+        let ids = b.column(0).as_primitive::<Int64Type>();
+        let parts = b.column(1).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            out.insert((ids.value(i), parts.value(i).to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// The serial model: the rows after each version, and the txnIds acknowledged.
+struct Model {
+    versions: Vec<Rows>,
+    acknowledged: BTreeMap<i64, String>,
+    /// Versions below this may have lost files to a zero-retention vacuum.
+    readable_from: i64,
+    next_id: i64,
+}
+
+struct Harness {
+    store: Arc<dyn ObjectStore>,
+    clean: StoreLocation,
+    writer: Table,
+    faults: FaultControl,
+}
+
+async fn harness(seed: u64) -> Harness {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let url = Url::parse("memory://model/t").unwrap();
+    let root = object_store::path::Path::from("t");
+    let clean = StoreLocation::new(url.clone(), Arc::clone(&store), root.clone());
+    let faulty = FaultStore::new(Arc::clone(&store), seed);
+    let faults = faulty.control();
+    let writer_location = StoreLocation::new(url, Arc::new(faulty), root);
+    let writer = Table::create_at(writer_location)
+        .with_arrow_schema(&schema())
+        .with_partition_columns(["part"])
+        .with_property("delta.checkpointInterval", "3")
+        .execute()
+        .await
+        .unwrap();
+    Harness {
+        store,
+        clean,
+        writer,
+        faults,
+    }
+}
+
+/// The txnId of the commit at `version`, read from the clean store.
+async fn txn_id_at(location: &StoreLocation, version: i64) -> Option<String> {
+    let path = location
+        .root()
+        .clone()
+        .join("_delta_log")
+        .join(format!("{version:020}.json"));
+    let body = location.store().get(&path).await.ok()?.bytes().await.ok()?;
+    let first: serde_json::Value =
+        serde_json::from_slice(body.split(|b| *b == b'\n').next()?).ok()?;
+    first["commitInfo"]["txnId"].as_str().map(str::to_string)
+}
+
+async fn step(h: &mut Harness, model: &mut Model, op: &Op, injection: &Option<Injection>) {
+    if let Some(i) = injection {
+        let pattern = if i.commit {
+            "*/_delta_log/*.json"
+        } else {
+            "*.parquet"
+        };
+        h.faults.add_rule(
+            FaultRule::new(FaultOp::Put, i.fault)
+                .matching(pattern)
+                .limit(1),
+        );
+    }
+    let before = model.versions.last().cloned().unwrap_or_default();
+    let mut new_rows = |parts: Vec<u8>| -> Vec<(i64, String)> {
+        parts
+            .into_iter()
+            .map(|p| {
+                model.next_id += 1;
+                (model.next_id, PARTS[p as usize].to_string())
+            })
+            .collect()
+    };
+    let (result, expected): (Option<tarn::Result<tarn::WriteOutcome>>, Rows) = match op.clone() {
+        Op::Append { rows } => {
+            let rows = new_rows(rows);
+            let mut after = before.clone();
+            after.extend(rows.iter().cloned());
+            (Some(h.writer.append([batch(&rows)]).await), after)
+        }
+        Op::Overwrite { rows } => {
+            let rows = new_rows(rows);
+            (
+                Some(h.writer.overwrite([batch(&rows)]).await),
+                rows.into_iter().collect(),
+            )
+        }
+        Op::OverwritePartition { part, rows } => {
+            let rows = new_rows(vec![part; rows as usize]);
+            let name = PARTS[part as usize];
+            let mut after: Rows = before.iter().filter(|r| r.1 != name).cloned().collect();
+            after.extend(rows.iter().cloned());
+            let result = h
+                .writer
+                .write([batch(&rows)])
+                .mode(WriteMode::Overwrite)
+                .replace_where(col("part").eq(lit(name)))
+                .execute()
+                .await;
+            (Some(result), after)
+        }
+        Op::DeletePartition { part } => {
+            let name = PARTS[part as usize];
+            let after = before.iter().filter(|r| r.1 != name).cloned().collect();
+            (
+                Some(h.writer.delete_partitions(col("part").eq(lit(name))).await),
+                after,
+            )
+        }
+        Op::Checkpoint => {
+            let _ = h.writer.checkpoint().await;
+            (None, before.clone())
+        }
+        Op::Vacuum => {
+            let vacuum = h
+                .writer
+                .vacuum()
+                .retention(Duration::ZERO)
+                .enforce_retention(false)
+                .execute()
+                .await;
+            if vacuum.is_ok() {
+                model.readable_from = h.writer.version();
+            }
+            (None, before.clone())
+        }
+    };
+    h.faults.clear();
+    let latest = Snapshot::builder(h.clean.clone()).build().await.unwrap();
+    let version_before = model.versions.len() as i64 - 1;
+    match result {
+        None => assert_eq!(
+            latest.version(),
+            version_before,
+            "{op:?} committed something"
+        ),
+        Some(Ok(outcome)) if outcome.commit.attempts == 0 => {
+            assert_eq!(latest.version(), version_before, "a no-op {op:?} committed");
+        }
+        Some(Ok(outcome)) => {
+            assert_eq!(outcome.commit.version, version_before + 1, "{op:?}");
+            model
+                .acknowledged
+                .insert(outcome.commit.version, outcome.commit.txn_id.clone());
+            model.versions.push(expected);
+        }
+        Some(Err(Error::CommitStateUnknown {
+            version, txn_id, ..
+        })) => {
+            // Unknown to the writer; the log tells.
+            if txn_id_at(&h.clean, version).await.as_deref() == Some(txn_id.as_str()) {
+                model.acknowledged.insert(version, txn_id);
+                model.versions.push(expected);
+            }
+        }
+        Some(Err(e)) => {
+            assert_eq!(
+                latest.version(),
+                version_before,
+                "{op:?} failed ({e}) yet committed"
+            );
+        }
+    }
+    // A failed write leaves the writer's handle behind, as a real writer's would be.
+    h.writer.refresh().await.unwrap();
+}
+
+async fn check(h: &Harness, model: &Model) {
+    let latest_version = model.versions.len() as i64 - 1;
+    // Contiguous versions, each an acknowledged commit appearing once.
+    let listed: Vec<i64> = h
+        .store
+        .list(Some(&object_store::path::Path::from("t/_delta_log")))
+        .try_filter_map(|m| async move {
+            Ok(m.location
+                .filename()
+                .and_then(|f| f.strip_suffix(".json"))
+                .and_then(|v| v.parse::<i64>().ok()))
+        })
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..=latest_version).collect::<Vec<_>>(), "versions");
+    let mut seen = BTreeSet::new();
+    for version in 1..=latest_version {
+        let id = txn_id_at(&h.clean, version).await.unwrap();
+        assert_eq!(
+            model.acknowledged.get(&version),
+            Some(&id),
+            "version {version} is not the acknowledged commit"
+        );
+        assert!(seen.insert(id), "txnId twice");
+    }
+    // Every version reads as the model says, with and without checkpoints.
+    let json_only: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let objects: Vec<_> = h.store.list(None).try_collect().await.unwrap();
+    for meta in objects {
+        let name = meta.location.filename().unwrap_or_default();
+        if name.contains(".checkpoint.") || name == "_last_checkpoint" {
+            continue;
+        }
+        let bytes = h
+            .store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        json_only.put(&meta.location, bytes.into()).await.unwrap();
+    }
+    let json_location =
+        StoreLocation::new(h.clean.url().clone(), json_only, h.clean.root().clone());
+    for version in 0..=latest_version {
+        let with_checkpoints = Snapshot::builder(h.clean.clone())
+            .at_version(version)
+            .build()
+            .await
+            .unwrap();
+        let from_json = Snapshot::builder(json_location.clone())
+            .at_version(version)
+            .build()
+            .await
+            .unwrap();
+        let keys = |s: &Snapshot| {
+            s.file_entries()
+                .map(|(k, _)| k.clone())
+                .collect::<BTreeSet<_>>()
+        };
+        assert_eq!(
+            keys(&with_checkpoints),
+            keys(&from_json),
+            "checkpoint replay differs at {version}"
+        );
+        let read = rows_of(&with_checkpoints).await;
+        if version >= model.readable_from {
+            assert_eq!(
+                read.unwrap(),
+                model.versions[version as usize],
+                "rows at version {version}"
+            );
+        } else if let Ok(rows) = read {
+            // A vacuumed version either fails or is still whole: never fewer rows.
+            assert_eq!(
+                rows, model.versions[version as usize],
+                "rows at vacuumed version {version}"
+            );
+        }
+    }
+}
+
+async fn run(ops: Vec<(Op, Option<Injection>)>, seed: u64) {
+    let mut h = harness(seed).await;
+    let mut model = Model {
+        versions: vec![Rows::new()],
+        acknowledged: BTreeMap::new(),
+        readable_from: 0,
+        next_id: 0,
+    };
+    for (op, injection) in &ops {
+        step(&mut h, &mut model, op, injection).await;
+        check(&h, &model).await;
+    }
+}
+
+#[test]
+fn random_histories_with_faults_match_the_serial_model() {
+    let seed = std::env::var("TARN_MODEL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x7A24);
+    let cases = std::env::var("TARN_MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    let config = Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(config);
+    let strategy = (
+        prop::collection::vec((op(), injection()), 1..14),
+        any::<u64>(),
+    );
+    let result = runner.run(&strategy, |(ops, fault_seed)| {
+        runtime.block_on(run(ops, fault_seed));
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("seed {seed}: {e}");
+    }
+}
