@@ -4,6 +4,8 @@
 //! Every figure is reported with the object-store requests and round trips behind it,
 //! because on S3 those, not CPU, make most of the time.
 
+pub mod concurrency;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

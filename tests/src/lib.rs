@@ -46,3 +46,38 @@ pub fn with_install_lock<T>(name: &str, f: impl FnOnce() -> T) -> T {
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
+
+/// A binary of another package of this workspace, built (in this test run's profile and
+/// target folder) if needed. Cargo releases its build lock before running tests, so a
+/// test may build.
+pub fn workspace_binary(package: &str, binary: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> -> target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a target folder");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug");
+    let target_dir = profile_dir.parent().expect("a target folder");
+    let cargo_profile = if profile == "debug" { "dev" } else { profile };
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            package,
+            "--bin",
+            binary,
+            "--profile",
+            cargo_profile,
+        ])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "building {binary} failed");
+    profile_dir.join(binary)
+}

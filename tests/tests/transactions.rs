@@ -365,12 +365,21 @@ async fn a_lost_race_costs_one_get_per_winning_commit_and_a_blind_append_two_rou
         (outcome.commit.version, outcome.commit.rebased_over.clone()),
         (4, vec![1, 2, 3])
     );
-    // One data file, four commit PUTs (three lost), one GET per winner, no LIST.
+    // One data file and two commit PUTs: the first loses, reads the winner (one GET) and
+    // lists what came after it in parallel, GETs those two, and the second lands at the
+    // head. One GET per winning commit, no snapshot rebuild.
     assert_eq!(
-        (counts.puts, counts.gets, counts.lists),
-        (5, 3, 0),
+        (
+            outcome.commit.attempts,
+            counts.puts,
+            counts.gets,
+            counts.lists
+        ),
+        (2, 3, 3, 1),
         "{counts}"
     );
+    // PUT data, PUT commit, GET winner alongside LIST, GET the rest, PUT commit.
+    assert_eq!(counts.critical_path, 5, "{counts}");
 
     // From a warm snapshot nobody raced: the data PUT, then the commit PUT.
     let outcome = loser.append([batch]).await.unwrap();

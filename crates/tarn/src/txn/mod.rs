@@ -447,8 +447,8 @@ impl Transaction {
                 .max(base.latest_commit_timestamp_ms() + 1);
             let info = self.commit_info(timestamp, blind, &txn_id);
             let body = encode_commit(&info, &self.actions)?;
-            let path = dir.clone().join(commit_file_name(version));
-            match put_commit(store.as_ref(), &path, body, &txn_id, &self.retry).await {
+            let root = snapshot.location().root();
+            match put_commit(store.as_ref(), root, version, body, &txn_id, &self.retry).await {
                 Err(e) => {
                     return Err(match e {
                         PutError::Unknown(reason) => Error::CommitStateUnknown {
@@ -456,7 +456,9 @@ impl Transaction {
                             txn_id: txn_id.clone(),
                             reason,
                         },
-                        PutError::Store(e) => Error::store("put", &path)(e),
+                        PutError::Store(e) => {
+                            Error::store("put", dir.clone().join(commit_file_name(version)))(e)
+                        }
                     });
                 }
                 Ok(PutOutcome::Committed) => {
@@ -474,15 +476,20 @@ impl Transaction {
                         snapshot: committed,
                     });
                 }
-                Ok(PutOutcome::Taken { actions, file_time }) => {
-                    // Another writer won this version: check it against what we did.
-                    let winner = WinningCommit { version, actions };
-                    check(&ours, &base, &winner)?;
-                    let winner_ts = commit_timestamp(&winner.actions)
-                        .unwrap_or(file_time)
-                        .max(base.latest_commit_timestamp_ms() + 1);
-                    base = base.with_commit(version, winner_ts, winner.actions)?;
-                    rebased_over.push(version);
+                Ok(PutOutcome::Taken(winners)) => {
+                    // Other writers won: check each against what we did, then rebase.
+                    for winner in winners {
+                        let ts = commit_timestamp(&winner.actions)
+                            .unwrap_or(winner.file_time)
+                            .max(base.latest_commit_timestamp_ms() + 1);
+                        let winning = WinningCommit {
+                            version: winner.version,
+                            actions: winner.actions,
+                        };
+                        check(&ours, &base, &winning)?;
+                        base = base.with_commit(winning.version, ts, winning.actions)?;
+                        rebased_over.push(winning.version);
+                    }
                 }
             }
         }
@@ -587,16 +594,20 @@ fn encode_commit(info: &Action, actions: &[Action]) -> Result<Bytes> {
     Ok(Bytes::from(body))
 }
 
+/// A commit another writer made, as read back.
+struct Winner {
+    version: i64,
+    actions: Vec<Action>,
+    file_time: i64,
+}
+
 /// What putting a commit found.
 enum PutOutcome {
     /// Our commit is in place (written now, or by an earlier attempt whose answer was
     /// lost).
     Committed,
-    /// Another writer's commit holds the version.
-    Taken {
-        actions: Vec<Action>,
-        file_time: i64,
-    },
+    /// Other writers hold the version: their commits from it up to the newest, in order.
+    Taken(Vec<Winner>),
 }
 
 enum PutError {
@@ -604,85 +615,132 @@ enum PutError {
     Store(object_store::Error),
 }
 
+/// Reads one commit back; `Ok(None)` when it is not there.
+async fn read_back(
+    store: &dyn ObjectStore,
+    path: &Path,
+    version: i64,
+) -> std::result::Result<Option<Winner>, String> {
+    match store.get(path).await {
+        Ok(found) => {
+            let file_time = found.meta.last_modified.timestamp_millis();
+            let bytes = found.bytes().await.map_err(|e| e.to_string())?;
+            // A short or garbled read fails like any failed read, and is retried.
+            let actions = parse_commit(version, &bytes).map_err(|e| e.to_string())?;
+            Ok(Some(Winner {
+                version,
+                actions,
+                file_time,
+            }))
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The commits after `version`, read in parallel after one LIST, so a writer that fell
+/// behind catches up in one round trip rather than one lost race per version.
+async fn commits_after(store: &dyn ObjectStore, root: &Path, version: i64) -> Result<Vec<Winner>> {
+    let listing = list_log(store, root, version + 1).await?;
+    let files: Vec<CommitFile> = (version + 1..)
+        .map_while(|v| {
+            listing.commits.get(&v).map(|meta| CommitFile {
+                version: v,
+                meta: meta.clone(),
+            })
+        })
+        .collect();
+    let bodies = read_commits(store, &files).await?;
+    Ok(files
+        .into_iter()
+        .zip(bodies)
+        .map(|(f, actions)| Winner {
+            version: f.version,
+            file_time: f.meta.last_modified.timestamp_millis(),
+            actions,
+        })
+        .collect())
+}
+
 /// Writes a commit with put-if-absent and finds out what happened, whatever the PUT
-/// answered: an unknown outcome is resolved by reading the version back, up to
+/// answered. A lost race reads the winning commit and, in parallel, lists the ones after
+/// it; an unknown outcome is resolved by reading the version back, up to
 /// `retry.max_outcome_reads` times.
 async fn put_commit(
     store: &dyn ObjectStore,
-    path: &Path,
+    root: &Path,
+    version: i64,
     body: Bytes,
     txn_id: &str,
     retry: &RetryPolicy,
 ) -> std::result::Result<PutOutcome, PutError> {
-    let version = commit_version(path);
+    let path = log_dir(root).join(commit_file_name(version));
     let mut last_error = String::new();
-    // Each round: PUT, and on an unclear answer, read the version back.
+    let mut unknown_before = false;
     for round in 0..retry.max_outcome_reads.max(1) {
         if round > 0 {
-            tokio::time::sleep(
-                retry
-                    .base_backoff
-                    .saturating_mul(1 << round.min(10))
-                    .min(retry.max_backoff),
-            )
-            .await;
+            let wait = retry.base_backoff.saturating_mul(1 << round.min(10));
+            tokio::time::sleep(wait.min(retry.max_backoff)).await;
         }
         let put = store
             .put_opts(
-                path,
+                &path,
                 PutPayload::from_bytes(body.clone()),
                 PutOptions::from(PutMode::Create),
             )
             .await;
-        match put {
+        let taken = match put {
             Ok(_) => return Ok(PutOutcome::Committed),
-            Err(object_store::Error::AlreadyExists { .. }) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => true,
             Err(
                 e @ (object_store::Error::NotImplemented { .. }
                 | object_store::Error::PermissionDenied { .. }
                 | object_store::Error::Unauthenticated { .. }),
-            ) => {
-                return Err(PutError::Store(e));
+            ) => return Err(PutError::Store(e)),
+            Err(e) => {
+                last_error = e.to_string();
+                unknown_before = true;
+                false
             }
-            Err(e) => last_error = e.to_string(),
-        }
-        // The version exists, or the PUT's outcome is unknown: read what is there.
-        match store.get(path).await {
-            Ok(found) => {
-                let file_time = found.meta.last_modified.timestamp_millis();
-                let bytes = match found.bytes().await {
-                    Ok(b) => b,
-                    Err(e) => {
-                        last_error = e.to_string();
-                        continue;
-                    }
-                };
-                let actions = match parse_commit(version, &bytes) {
-                    Ok(actions) => actions,
-                    // A short or garbled read is retried like any failed read.
-                    Err(e) => {
-                        last_error = e.to_string();
-                        continue;
-                    }
-                };
-                return Ok(if txn_id_of(&actions) == Some(txn_id) {
-                    PutOutcome::Committed
-                } else {
-                    PutOutcome::Taken { actions, file_time }
-                });
-            }
+        };
+        // Read what holds the version: after a plain lost race it cannot be ours, so the
+        // commits after it are listed at the same time.
+        let plain_loss = taken && !unknown_before;
+        let (found, later) = if plain_loss {
+            let (found, later) = futures::join!(
+                read_back(store, &path, version),
+                commits_after(store, root, version)
+            );
+            (found, Some(later))
+        } else {
+            (read_back(store, &path, version).await, None)
+        };
+        let winner = match found {
+            Ok(Some(w)) => w,
             // Not there: the PUT did not land; the next round puts again.
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => last_error = e.to_string(),
+            Ok(None) => continue,
+            Err(e) => {
+                last_error = e;
+                unknown_before = true;
+                continue;
+            }
+        };
+        if txn_id_of(&winner.actions) == Some(txn_id) {
+            return Ok(PutOutcome::Committed);
         }
+        let later = match later {
+            Some(later) => later,
+            None => commits_after(store, root, version).await,
+        };
+        let mut winners = vec![winner];
+        // The first winner is enough to rebase on; should the listing fail, the next
+        // attempt finds the rest.
+        if let Ok(later) = later {
+            winners.extend(later);
+        }
+        return Ok(PutOutcome::Taken(winners));
     }
     Err(PutError::Unknown(last_error))
-}
-
-fn commit_version(path: &Path) -> i64 {
-    path.filename()
-        .and_then(crate::protocol::names::parse_log_file_name)
-        .map_or(-1, |n| n.version)
 }
 
 /// Writes a checkpoint when the table's interval says one is due. Its failure never fails
@@ -741,7 +799,8 @@ pub(crate) async fn commit_create(
     let path = log_dir(location.root()).join(commit_file_name(0));
     match put_commit(
         location.store().as_ref(),
-        &path,
+        location.root(),
+        0,
         body,
         &txn_id,
         &RetryPolicy::default(),
@@ -753,7 +812,7 @@ pub(crate) async fn commit_create(
             all.extend_from_slice(actions);
             Ok((timestamp, all))
         }
-        Ok(PutOutcome::Taken { .. }) => Err(Error::TableAlreadyExists {
+        Ok(PutOutcome::Taken(_)) => Err(Error::TableAlreadyExists {
             url: location.url().to_string(),
             version: 0,
         }),

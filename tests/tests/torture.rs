@@ -1,0 +1,188 @@
+//! The torture test: four exactly-once writer processes commit fifty appends each to one
+//! table on MinIO through `tarn-concurrency`, while 5% of their PUTs fail (half after the
+//! object landed) and the coordinator kills writers with SIGKILL and restarts them at
+//! random. Afterwards: no acknowledged commit lost, no txnId twice, no version gap, and
+//! the rows are exactly those of the acknowledged appends.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use object_store::ObjectStoreExt;
+use tarn::Table;
+
+const WRITERS: usize = 4;
+const COMMITS: i64 = 50;
+const ROWS_PER_COMMIT: i64 = 5;
+
+#[derive(serde::Deserialize)]
+struct Ack {
+    writer: usize,
+    n: i64,
+    txn_id: String,
+    skipped: bool,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_faulty_writers_lose_nothing_and_double_nothing() {
+    let binary = tarn_tests::workspace_binary("tarn-bench", "tarn-concurrency");
+    let server = tarn_tests::minio::s3();
+    let url = server.url("torture");
+    let acks = tempfile::tempdir().unwrap();
+    let seed = std::env::var("TARN_TORTURE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11u64);
+    let output = tokio::process::Command::new(&binary)
+        .args([
+            "torture",
+            "--url",
+            &url,
+            "--writers",
+            &WRITERS.to_string(),
+            "--commits",
+            &COMMITS.to_string(),
+        ])
+        .args([
+            "--fault-rate",
+            "0.05",
+            "--seed",
+            &seed.to_string(),
+            "--profile",
+            "s3-express",
+        ])
+        .args([
+            "--max-kills",
+            "20",
+            "--kill-min-ms",
+            "50",
+            "--kill-max-ms",
+            "400",
+        ])
+        .arg("--ack-dir")
+        .arg(acks.path())
+        .env("AWS_ENDPOINT", &server.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &server.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ALLOW_HTTP", "true")
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(600), output)
+        .await
+        .expect("the torture run finishes within ten minutes")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "tarn-concurrency torture failed: {stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        report["kills"].as_u64().unwrap() >= 10,
+        "too few kills to mean much: {report}"
+    );
+
+    // Every writer acknowledged every sequence number.
+    let mut acked: BTreeMap<(usize, i64), Ack> = BTreeMap::new();
+    for writer in 0..WRITERS {
+        let log =
+            std::fs::read_to_string(acks.path().join(format!("writer-{writer}.jsonl"))).unwrap();
+        for line in log.lines() {
+            let ack: Ack = serde_json::from_str(line).unwrap();
+            acked.insert((ack.writer, ack.n), ack);
+        }
+    }
+    assert_eq!(
+        acked.len(),
+        WRITERS * COMMITS as usize,
+        "acknowledged sequence numbers"
+    );
+
+    // The log: contiguous versions (the snapshot builds), each txnId and each
+    // application version once.
+    let table = Table::open_with_options(&url, &server.options())
+        .await
+        .unwrap();
+    let location = table.location().clone();
+    let mut txn_ids = BTreeSet::new();
+    let mut app_versions: BTreeMap<(String, i64), String> = BTreeMap::new();
+    for version in 1..=table.version() {
+        let path = location
+            .root()
+            .clone()
+            .join("_delta_log")
+            .join(format!("{version:020}.json"));
+        let body = location
+            .store()
+            .get(&path)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let mut txn_id = String::new();
+        let mut apps = Vec::new();
+        for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let action: serde_json::Value = serde_json::from_slice(line).unwrap();
+            if let Some(id) = action["commitInfo"]["txnId"].as_str() {
+                txn_id = id.to_string();
+            }
+            if let Some(app) = action["txn"]["appId"].as_str() {
+                apps.push((app.to_string(), action["txn"]["version"].as_i64().unwrap()));
+            }
+        }
+        assert!(
+            txn_ids.insert(txn_id.clone()),
+            "txnId {txn_id} twice (version {version})"
+        );
+        for app in apps {
+            assert!(
+                app_versions.insert(app.clone(), txn_id.clone()).is_none(),
+                "{app:?} committed twice"
+            );
+        }
+    }
+    assert_eq!(
+        table.version(),
+        WRITERS as i64 * COMMITS,
+        "one commit per acknowledged append, no more"
+    );
+
+    // No acknowledged commit lost: each is in the log, with the txnId the writer saw.
+    for ((writer, n), ack) in &acked {
+        let committed = app_versions
+            .get(&(format!("writer-{writer}"), *n))
+            .unwrap_or_else(|| {
+                panic!("writer {writer}'s acknowledged commit {n} is not in the log")
+            });
+        if !ack.skipped {
+            assert_eq!(&ack.txn_id, committed, "writer {writer}, commit {n}");
+        }
+    }
+
+    // The rows are exactly the acknowledged appends.
+    let mut ids = Vec::new();
+    for batch in table.scan().select(["id"]).collect().await.unwrap() {
+        ids.extend(
+            batch
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .copied(),
+        );
+    }
+    ids.sort_unstable();
+    let mut expected: Vec<i64> = acked
+        .keys()
+        .flat_map(|(w, n)| (0..ROWS_PER_COMMIT).map(move |k| *w as i64 * 1_000_000 + n * 10 + k))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+    eprintln!(
+        "torture: {report}; {} acknowledgements recovered after a kill or a lost reply",
+        acked.values().filter(|a| a.skipped).count()
+    );
+}
