@@ -121,10 +121,13 @@ async fn tables_tarn_writes_read_the_same_through_deltalake() {
         .await
         .unwrap();
     for i in 0..5 {
-        table
+        let outcome = table
             .append([sales_batch(i * 40, i * 40 + 40)])
             .await
             .unwrap();
+        if let Some(task) = outcome.commit.checkpoint {
+            task.wait().await.unwrap();
+        }
     }
     assert!(
         sales

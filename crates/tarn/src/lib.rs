@@ -67,8 +67,8 @@ pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::{CreateBuilder, Table, WriteBuilder, WriteOutcome};
 pub use tarn_store::{StoreLocation, StoreOptions};
 pub use txn::{
-    Clock, CommitOutcome, ENGINE_INFO, IsolationLevel, OffsetClock, RetryPolicy, SystemClock,
-    Transaction,
+    CheckpointTask, Clock, CommitOutcome, ENGINE_INFO, IsolationLevel, OffsetClock, RetryPolicy,
+    SystemClock, Transaction,
 };
 pub use vacuum::{VacuumBuilder, VacuumOutcome};
 pub use write::{SchemaMode, WriteMode};

@@ -349,7 +349,6 @@ impl WriteOutcome {
                 txn_id: String::new(),
                 rebased_over: Vec::new(),
                 checkpoint: None,
-                checkpoint_error: None,
                 snapshot: snapshot.clone(),
             },
             skipped,

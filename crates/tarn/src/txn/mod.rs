@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::Utc;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde_json::{Map, Value};
@@ -122,9 +124,9 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            max_attempts: 50,
+            max_attempts: 200,
             base_backoff: Duration::from_millis(5),
-            max_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_millis(200),
             max_outcome_reads: 5,
         }
     }
@@ -158,10 +160,10 @@ pub struct CommitOutcome {
     pub txn_id: String,
     /// The versions other writers committed first, which this commit was rebased over.
     pub rebased_over: Vec<i64>,
-    /// The checkpoint written after the commit, when one was due.
-    pub checkpoint: Option<CheckpointWritten>,
-    /// Why a due checkpoint could not be written; the commit stands regardless.
-    pub checkpoint_error: Option<String>,
+    /// The checkpoint being written after the commit, when one was due. It is written in
+    /// the background, off the commit's critical path; its failure never fails the
+    /// commit.
+    pub checkpoint: Option<CheckpointTask>,
     /// The table after the commit.
     pub snapshot: Snapshot,
 }
@@ -465,14 +467,13 @@ impl Transaction {
                     let mut actions = vec![info];
                     actions.extend(self.actions.iter().cloned());
                     let committed = base.with_commit(version, timestamp, actions)?;
-                    let (checkpoint, checkpoint_error) = maybe_checkpoint(&committed).await;
+                    let checkpoint = maybe_checkpoint(&committed);
                     return Ok(CommitOutcome {
                         version,
                         attempts: attempt,
                         txn_id: txn_id.clone(),
                         rebased_over,
                         checkpoint,
-                        checkpoint_error,
                         snapshot: committed,
                     });
                 }
@@ -542,7 +543,6 @@ impl Transaction {
             txn_id: String::new(),
             rebased_over: Vec::new(),
             checkpoint: None,
-            checkpoint_error: None,
             snapshot,
         })
     }
@@ -743,9 +743,36 @@ async fn put_commit(
     Err(PutError::Unknown(last_error))
 }
 
-/// Writes a checkpoint when the table's interval says one is due. Its failure never fails
-/// the commit, which already stands.
-async fn maybe_checkpoint(snapshot: &Snapshot) -> (Option<CheckpointWritten>, Option<String>) {
+/// A checkpoint being written in the background after a commit.
+#[derive(Clone)]
+pub struct CheckpointTask {
+    version: i64,
+    result: Shared<BoxFuture<'static, std::result::Result<CheckpointWritten, String>>>,
+}
+
+impl CheckpointTask {
+    /// The version being checkpointed.
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// Waits for the checkpoint. Fails with why it could not be written (the commit
+    /// stands regardless; readers replay the commits instead).
+    pub async fn wait(&self) -> std::result::Result<CheckpointWritten, String> {
+        self.result.clone().await
+    }
+}
+
+impl fmt::Debug for CheckpointTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointTask")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts writing a checkpoint when the table's interval says one is due.
+fn maybe_checkpoint(snapshot: &Snapshot) -> Option<CheckpointTask> {
     let interval = snapshot.properties().checkpoint_interval() as i64;
     let version = snapshot.version();
     // V2 checkpoints are read but not written yet; such tables stay readable from commits.
@@ -753,12 +780,19 @@ async fn maybe_checkpoint(snapshot: &Snapshot) -> (Option<CheckpointWritten>, Op
         || version % interval != 0
         || snapshot.protocol().has_writer_feature("v2Checkpoint")
     {
-        return (None, None);
+        return None;
     }
-    match checkpoint(snapshot).await {
-        Ok(written) => (Some(written), None),
-        Err(e) => (None, Some(e.to_string())),
+    let snapshot = snapshot.clone();
+    let task = tokio::spawn(async move { checkpoint(&snapshot).await.map_err(|e| e.to_string()) });
+    let result = async move {
+        match task.await {
+            Ok(result) => result,
+            Err(e) => Err(format!("the checkpoint task failed: {e}")),
+        }
     }
+    .boxed()
+    .shared();
+    Some(CheckpointTask { version, result })
 }
 
 /// Writes a classic checkpoint of `snapshot` and points `_last_checkpoint` at it.
