@@ -472,10 +472,14 @@ async fn seed(
     let mut next = 0i64;
     for _ in 0..commits {
         // One file per bucket: `per_commit` buckets of one row each.
-        table
+        let outcome = table
             .append([rows(0, next..next + per_commit, per_commit)?])
             .await?;
         next += per_commit;
+        // A short-lived process waits for its checkpoints, or exits before they land.
+        if let Some(task) = outcome.commit.checkpoint {
+            task.wait().await?;
+        }
     }
     println!(
         "seeded {} with {} files in {} commits in {:.1} s",
