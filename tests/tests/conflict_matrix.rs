@@ -11,7 +11,7 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tarn::expr::{col, lit};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
-use tarn::{ConflictReason, Error, IsolationLevel, Table, WriteMode};
+use tarn::{ConflictReason, Error, IsolationLevel, StoreOptions, Table, WriteMode};
 
 /// The operations of the matrix; `A` and `B` are partitions of the `part` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,17 +199,46 @@ fn code(result: &tarn::Result<Option<u32>>) -> String {
     }
 }
 
-async fn cell(loser: Op, winner: Op, level: IsolationLevel) -> Result<String, String> {
-    let url = format!("memory://matrix/{}", tarn_tests::unique("cell"));
+/// Where the matrix runs.
+#[derive(Clone, Copy)]
+enum Backend {
+    Memory,
+    Minio,
+}
+
+impl Backend {
+    fn url(self) -> (String, StoreOptions) {
+        match self {
+            Backend::Memory => (
+                format!("memory://matrix/{}", tarn_tests::unique("cell")),
+                StoreOptions::new(),
+            ),
+            Backend::Minio => {
+                let server = tarn_tests::minio::s3();
+                (server.url("cell"), server.options())
+            }
+        }
+    }
+}
+
+async fn cell(
+    loser: Op,
+    winner: Op,
+    level: IsolationLevel,
+    backend: Backend,
+) -> Result<String, String> {
+    let (url, options) = backend.url();
+    let open = || Table::open_with_options(&url, &options);
     let mut setup = Table::create(&url)
+        .with_store_options(options.clone())
         .with_arrow_schema(&schema())
         .with_partition_columns(["part"])
         .execute()
         .await
         .unwrap();
     setup.append([rows("A", 0), rows("B", 10)]).await.unwrap();
-    let mut w = Table::open(&url).await.unwrap().with_isolation(level);
-    let mut l = Table::open(&url).await.unwrap().with_isolation(level);
+    let mut w = open().await.unwrap().with_isolation(level);
+    let mut l = open().await.unwrap().with_isolation(level);
     run(winner, &mut w)
         .await
         .map_err(|e| format!("the winner failed: {e}"))?;
@@ -223,7 +252,7 @@ async fn cell(loser: Op, winner: Op, level: IsolationLevel) -> Result<String, St
             if *attempts != want {
                 return Err(format!("committed in {attempts} attempts, expected {want}"));
             }
-            let latest = Table::open(&url).await.unwrap();
+            let latest = open().await.unwrap();
             if latest.version() != l.version() || l.version() != if raced { 3 } else { 2 } {
                 return Err(format!(
                     "loser at {}, table at {}",
@@ -246,12 +275,21 @@ async fn cell(loser: Op, winner: Op, level: IsolationLevel) -> Result<String, St
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_pair_of_operations_at_every_isolation_level() {
+async fn every_pair_of_operations_at_every_isolation_level_in_memory() {
+    matrix(Backend::Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pair_of_operations_at_every_isolation_level_on_minio() {
+    matrix(Backend::Minio).await;
+}
+
+async fn matrix(backend: Backend) {
     let mut failures = Vec::new();
     for (loser, winner, expected) in EXPECTED {
         let expected: Vec<&str> = expected.split_whitespace().collect();
         for (level, want) in LEVELS.iter().zip(expected) {
-            match cell(*loser, *winner, *level).await {
+            match cell(*loser, *winner, *level, backend).await {
                 Ok(got) if got == want => {}
                 Ok(got) => failures.push(format!(
                     "{loser:?} after {winner:?} at {level:?}: got {got}, expected {want}"

@@ -68,7 +68,15 @@ async fn commit_infos(location: &StoreLocation) -> Vec<(i64, String, i64)> {
 
 #[tokio::test]
 async fn a_commit_whose_acknowledgement_is_lost_lands_exactly_once() {
-    let location = memory();
+    lost_acknowledgement(memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_acknowledgement_is_lost_lands_exactly_once_on_minio() {
+    lost_acknowledgement(tarn_tests::minio::s3().location("lost-ack")).await;
+}
+
+async fn lost_acknowledgement(location: StoreLocation) {
     create(&location).await;
     let (faulty_location, control) = faulty(&location, 1);
     let mut table = Table::open_location(faulty_location).await.unwrap();
@@ -101,7 +109,15 @@ async fn a_commit_whose_acknowledgement_is_lost_lands_exactly_once() {
 
 #[tokio::test]
 async fn an_unreadable_outcome_is_commit_state_unknown_and_an_app_transaction_retries_safely() {
-    let location = memory();
+    unknown_outcome(memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_outcome_is_commit_state_unknown_on_minio() {
+    unknown_outcome(tarn_tests::minio::s3().location("unknown")).await;
+}
+
+async fn unknown_outcome(location: StoreLocation) {
     create(&location).await;
     let (faulty_location, control) = faulty(&location, 2);
     let mut table = Table::open_location(faulty_location).await.unwrap();
