@@ -224,6 +224,82 @@ pub fn encode_bitmap(bitmap: &RoaringTreemap) -> Vec<u8> {
     out
 }
 
+/// Deletion vectors written together into one `deletion_vector_<uuid>.bin` file: a
+/// version byte, then for each DV its size, bitmap data and CRC-32.
+#[derive(Debug)]
+pub(crate) struct DvFileWriter {
+    uuid: Uuid,
+    buffer: Vec<u8>,
+}
+
+impl DvFileWriter {
+    pub(crate) fn new() -> Self {
+        Self {
+            uuid: Uuid::new_v4(),
+            buffer: vec![DV_FILE_VERSION],
+        }
+    }
+
+    /// The file name relative to the table root.
+    pub(crate) fn relative_path(&self) -> String {
+        format!("deletion_vector_{}.bin", self.uuid.hyphenated())
+    }
+
+    /// Whether no DV has been added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buffer.len() == 1
+    }
+
+    /// Appends a DV and returns its descriptor (`u`, relative to the table root).
+    pub(crate) fn add(&mut self, bitmap: &RoaringTreemap) -> DeletionVectorDescriptor {
+        let data = encode_bitmap(bitmap);
+        let offset = self.buffer.len();
+        self.buffer
+            .extend_from_slice(&(data.len() as u32).to_be_bytes());
+        self.buffer.extend_from_slice(&data);
+        self.buffer
+            .extend_from_slice(&crc32fast::hash(&data).to_be_bytes());
+        DeletionVectorDescriptor {
+            storage_type: "u".into(),
+            path_or_inline_dv: z85_encode(self.uuid.as_bytes()),
+            offset: Some(offset as i32),
+            size_in_bytes: data.len() as i32,
+            cardinality: bitmap.len() as i64,
+        }
+    }
+
+    /// The file's bytes.
+    pub(crate) fn into_bytes(self) -> Bytes {
+        Bytes::from(self.buffer)
+    }
+}
+
+/// A DV stored inline in its descriptor (Z85 of the bitmap data).
+pub(crate) fn inline_descriptor(bitmap: &RoaringTreemap) -> DeletionVectorDescriptor {
+    let data = encode_bitmap(bitmap);
+    DeletionVectorDescriptor {
+        storage_type: "i".into(),
+        path_or_inline_dv: z85_encode(&data),
+        offset: None,
+        size_in_bytes: data.len() as i32,
+        cardinality: bitmap.len() as i64,
+    }
+}
+
+/// A DV for `bitmap`: inline when its data is at most `inline_threshold` bytes, else in
+/// `file`.
+pub(crate) fn describe_bitmap(
+    bitmap: &RoaringTreemap,
+    inline_threshold: usize,
+    file: &mut DvFileWriter,
+) -> DeletionVectorDescriptor {
+    if 4 + bitmap.serialized_size() <= inline_threshold {
+        inline_descriptor(bitmap)
+    } else {
+        file.add(bitmap)
+    }
+}
+
 /// The store path of a relative DV file under the table root.
 pub(crate) fn dv_store_path(root: &Path, relative: &str) -> Result<Path> {
     crate::paths::join_relative(root, relative)
@@ -253,6 +329,27 @@ mod tests {
         };
         let path = dv.relative_path().unwrap();
         assert!(path.starts_with("deletion_vector_37d10da3-"), "{path}");
+    }
+
+    #[test]
+    fn files_of_several_dvs_read_back_each_one() {
+        let a: RoaringTreemap = [1u64, 5, 9].into_iter().collect();
+        let b: RoaringTreemap = (0u64..1000).step_by(3).collect();
+        let mut file = DvFileWriter::new();
+        let (da, db) = (file.add(&a), file.add(&b));
+        assert_eq!(da.relative_path().unwrap(), file.relative_path());
+        let bytes = file.into_bytes();
+        for (d, bitmap) in [(da, a.clone()), (db, b)] {
+            let offset = d.offset.unwrap() as usize;
+            let record = bytes.slice(offset..offset + d.size_in_bytes as usize + 8);
+            let data = verify_record(&record, &d).unwrap();
+            assert_eq!(decode_bitmap(&data, &d).unwrap(), bitmap);
+        }
+        let inline = inline_descriptor(&a);
+        let DvLocation::Inline(data) = inline.location().unwrap() else {
+            panic!()
+        };
+        assert_eq!(decode_bitmap(&data, &inline).unwrap(), a);
     }
 
     #[test]

@@ -237,6 +237,16 @@ pub enum Error {
         version: i64,
     },
 
+    /// A MERGE matched ambiguously: a source row matched several target rows, or a target
+    /// row several source rows.
+    #[error("merge match on {key} is ambiguous: {reason}")]
+    MergeDuplicateMatch {
+        /// The key, as `column = value`.
+        key: String,
+        /// What is ambiguous.
+        reason: String,
+    },
+
     /// A data file could not be read or written as Parquet.
     #[error("Parquet error on {path:?}: {source}")]
     Parquet {
@@ -300,6 +310,14 @@ pub enum ConflictReason {
         /// The file.
         file: String,
     },
+    /// The winner deleted, through a deletion vector, rows of a file that this
+    /// transaction deletes or updates too.
+    ConcurrentDeletionVectorOverlap {
+        /// The file.
+        file: String,
+        /// How many rows both touched.
+        rows: u64,
+    },
 }
 
 impl std::fmt::Display for ConflictReason {
@@ -331,6 +349,10 @@ impl std::fmt::Display for ConflictReason {
                     "file {file}, which this transaction removes, was removed concurrently"
                 )
             }
+            Self::ConcurrentDeletionVectorOverlap { file, rows } => write!(
+                f,
+                "{rows} rows of file {file} that this transaction changes were deleted concurrently"
+            ),
         }
     }
 }

@@ -42,6 +42,7 @@
 //! plain types), the log and [`Snapshot`] (replaying `_delta_log/`), [`expr`]
 //! (predicates), [`Scan`] (pruned, concurrent reads), writes and commits via [`Table`].
 
+pub mod dml;
 pub mod dv;
 pub mod expr;
 pub mod properties;
@@ -60,6 +61,7 @@ mod txn;
 mod vacuum;
 mod write;
 
+pub use dml::{ChangeStrategy, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
 pub use error::{ConflictReason, Error, Result};
 pub use log::checkpoint::CheckpointWritten;
 pub use scan::{DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan};

@@ -24,6 +24,8 @@ use crate::reader::ObjectFileReader;
 use parquet::basic::Type as PhysicalType;
 use roaring::RoaringTreemap;
 
+use tarn_store::StoreLocation;
+
 use crate::conform::{Source, conform, find_field};
 use crate::dv::{DvLocation, decode_bitmap, dv_store_path, verify_record};
 use crate::error::{Error, Result};
@@ -292,6 +294,86 @@ impl ScanContext {
     }
 }
 
+/// The live rows of one data file (those its deletion vector does not mark), in the
+/// table's logical schema, with each row's position in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct FileRows {
+    pub(crate) batch: RecordBatch,
+    pub(crate) positions: Vec<u64>,
+    /// Rows in the file, deleted ones included.
+    pub(crate) physical_rows: u64,
+}
+
+/// Reads every live row of a file with its position (row groups in order, no pruning).
+pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<FileRows> {
+    let ctx = Arc::new(snapshot.scan().context()?);
+    let location = snapshot.location();
+    let path = paths::resolve(location, &add.path)?;
+    let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
+    let reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
+    let deletion = add
+        .deletion_vector
+        .as_ref()
+        .map(|dv| load_deletion_vector(location, dv));
+    let (builder, deleted) = futures::join!(ParquetRecordBatchStreamBuilder::new(reader), async {
+        match deletion {
+            Some(f) => f.await.map(Some),
+            None => Ok(None),
+        }
+    });
+    let builder = builder.map_err(Error::parquet(&path))?;
+    let deleted = deleted?;
+    let mode = snapshot.column_mapping_mode();
+    let file_schema = Arc::clone(builder.schema());
+    let mut roots: Vec<usize> = ctx
+        .read_fields
+        .iter()
+        .filter_map(|f| find_field(file_schema.fields(), f, Source::File(mode)))
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let physical_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+    let stream = builder
+        .with_projection(mask)
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(Error::parquet(&path))?;
+    let stream = std::panic::AssertUnwindSafe(stream)
+        .catch_unwind()
+        .map(|r| r.unwrap_or_else(|panic| Err(crate::reader::decoder_panic(&panic))));
+    let partitions = ctx.partition_values(add)?;
+    let path_text = path.to_string();
+    let batches: Vec<RecordBatch> = stream
+        .map(|b| {
+            let b = b.map_err(Error::parquet(&path_text))?;
+            assemble(&ctx, &b, &partitions, mode, &path_text)
+        })
+        .try_collect()
+        .await?;
+    let all = arrow::compute::concat_batches(&ctx.output_schema, &batches)
+        .map_err(Error::arrow(format!("reading {path_text}")))?;
+    let (batch, positions) = match deleted {
+        None => (all.clone(), (0..all.num_rows() as u64).collect()),
+        Some(bitmap) => {
+            let keep: arrow::array::BooleanArray = (0..all.num_rows() as u64)
+                .map(|i| Some(!bitmap.contains(i)))
+                .collect();
+            let positions = (0..all.num_rows() as u64)
+                .filter(|i| !bitmap.contains(*i))
+                .collect();
+            let kept = filter_record_batch(&all, &keep)
+                .map_err(Error::arrow("applying a deletion vector"))?;
+            (kept, positions)
+        }
+    };
+    Ok(FileRows {
+        batch,
+        positions,
+        physical_rows,
+    })
+}
+
 /// Whether a file may hold rows matching a bound predicate, judged from its partition
 /// values and statistics (used by the conflict checker for files added concurrently).
 pub(crate) fn file_may_match(snapshot: &Snapshot, add: &Add, predicate: &Expr) -> Result<bool> {
@@ -317,7 +399,7 @@ async fn read_file(ctx: Arc<ScanContext>, file: PlannedFile) -> Result<RecordBat
         .add
         .deletion_vector
         .as_ref()
-        .map(|dv| load_deletion_vector(&ctx, dv));
+        .map(|dv| load_deletion_vector(ctx.snapshot.location(), dv));
     let (builder, deleted) = futures::join!(ParquetRecordBatchStreamBuilder::new(reader), async {
         match deletion {
             Some(f) => f.await.map(Some),
@@ -462,11 +544,10 @@ fn assemble(
 }
 
 /// Reads and checks a file's deletion vector.
-async fn load_deletion_vector(
-    ctx: &ScanContext,
+pub(crate) async fn load_deletion_vector(
+    location: &StoreLocation,
     dv: &DeletionVectorDescriptor,
 ) -> Result<RoaringTreemap> {
-    let location = ctx.snapshot.location();
     let (path, offset) = match dv.location()? {
         DvLocation::Inline(data) => return decode_bitmap(&data, dv),
         DvLocation::Relative { path, offset } => (dv_store_path(location.root(), &path)?, offset),

@@ -104,6 +104,11 @@ impl Table {
         self
     }
 
+    /// The clock of this handle's commits.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// The snapshot this handle is at.
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot

@@ -7,7 +7,7 @@ use arrow::compute::kernels::cmp;
 use arrow::compute::{and_kleene, is_not_null, is_null, not, or_kleene};
 use arrow::datatypes::DataType as ArrowType;
 
-use super::{CmpOp, ColumnName, Expr, Scalar};
+use super::{ArithOp, CmpOp, ColumnName, Expr, Scalar};
 use crate::error::{Error, Result};
 
 /// Evaluates a bound predicate on a batch whose columns carry the table's logical names.
@@ -34,6 +34,11 @@ pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<Boo
             found: other.data_type().map(|t| t.to_string()).unwrap_or_default(),
         }),
         Expr::Cmp { op, left, right } => compare(*op, left, right, batch),
+        Expr::Arith { .. } => Err(Error::TypeMismatch {
+            column: expr.to_string(),
+            expected: "a boolean predicate".into(),
+            found: "a number".into(),
+        }),
         Expr::And(a, b) => and_kleene(
             &evaluate_predicate(a, batch)?,
             &evaluate_predicate(b, batch)?,
@@ -74,8 +79,15 @@ pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<Boo
 }
 
 /// A value expression as an array of the batch's length.
+/// Evaluates a value expression (column, literal, arithmetic, or a predicate) to an array
+/// of the batch's length.
+pub(crate) fn evaluate_value(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
+    value(expr, batch)
+}
+
 fn value(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
     match expr {
+        Expr::Arith { op, left, right } => arithmetic(*op, left, right, batch),
         Expr::Column(name) => column(batch, name),
         Expr::Literal(Scalar::Null) => Ok(new_null_array(&ArrowType::Null, batch.num_rows())),
         Expr::Literal(v) => {
@@ -92,6 +104,33 @@ fn value(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
         }
         predicate => Ok(Arc::new(evaluate_predicate(predicate, batch)?)),
     }
+}
+
+fn arithmetic(op: ArithOp, left: &Expr, right: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
+    let (l, r) = (value(left, batch)?, value(right, batch)?);
+    let context = || format!("computing {left} {op:?} {right}");
+    // Both sides in one type: the wider, as binding decided.
+    let ty = match (l.data_type(), r.data_type()) {
+        (a, b) if a == b => a.clone(),
+        (ArrowType::Null, b) => b.clone(),
+        (a, ArrowType::Null) => a.clone(),
+        (ArrowType::Float64, _)
+        | (_, ArrowType::Float64)
+        | (ArrowType::Float32, _)
+        | (_, ArrowType::Float32) => ArrowType::Float64,
+        (a, b) if a.primitive_width() >= b.primitive_width() => a.clone(),
+        (_, b) => b.clone(),
+    };
+    let cast = |a: &ArrayRef| arrow::compute::cast(a, &ty).map_err(Error::arrow(context()));
+    let (l, r) = (cast(&l)?, cast(&r)?);
+    use arrow::compute::kernels::numeric;
+    let result = match op {
+        ArithOp::Add => numeric::add(&l, &r),
+        ArithOp::Sub => numeric::sub(&l, &r),
+        ArithOp::Mul => numeric::mul(&l, &r),
+        ArithOp::Div => numeric::div(&l, &r),
+    };
+    result.map_err(Error::arrow(context()))
 }
 
 fn compare(op: CmpOp, left: &Expr, right: &Expr, batch: &RecordBatch) -> Result<BooleanArray> {
@@ -240,5 +279,33 @@ mod tests {
             vec![Some(false), Some(true), None, Some(false)]
         );
         assert_eq!(eval(col("id").eq(lit(Scalar::Null))), vec![None; 4]);
+    }
+
+    #[test]
+    fn arithmetic_is_checked_and_widens() {
+        let schema =
+            crate::protocol::StructType::try_from_arrow(batch().schema().as_ref()).unwrap();
+        let e = (col("id") * lit(2) + lit(1)).bind(&schema);
+        assert!(
+            matches!(e, Err(Error::TypeMismatch { .. })),
+            "a number is not a predicate"
+        );
+        let value = (col("id") * lit(2) + lit(1))
+            .gt(lit(4))
+            .bind(&schema)
+            .unwrap();
+        assert_eq!(
+            evaluate_predicate(&value, &batch())
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![Some(false), Some(true), None, Some(true)]
+        );
+        let doubled = evaluate_value(&(col("id") + lit(0.5)), &batch()).unwrap();
+        assert_eq!(doubled.data_type(), &ArrowType::Float64);
+        let err = evaluate_value(&(col("id") / lit(0i64)), &batch()).unwrap_err();
+        assert!(matches!(err, Error::Arrow { .. }), "{err}");
+        let err = (col("name") + lit(1)).gt(lit(1)).bind(&schema).unwrap_err();
+        assert!(matches!(err, Error::TypeMismatch { .. }), "{err}");
     }
 }

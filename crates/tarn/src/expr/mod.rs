@@ -14,7 +14,7 @@ mod scalar;
 use std::collections::BTreeSet;
 use std::fmt;
 
-pub(crate) use eval::evaluate_predicate;
+pub(crate) use eval::{evaluate_predicate, evaluate_value};
 pub(crate) use prune::{StatsView, may_match};
 pub use scalar::Scalar;
 
@@ -74,6 +74,30 @@ impl CmpOp {
     }
 }
 
+/// An arithmetic operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+}
+
+impl ArithOp {
+    fn symbol(self) -> &'static str {
+        match self {
+            Self::Add => "+",
+            Self::Sub => "-",
+            Self::Mul => "*",
+            Self::Div => "/",
+        }
+    }
+}
+
 /// A column reference: a top-level column, or a path into nested structs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ColumnName(Vec<String>);
@@ -127,6 +151,15 @@ pub enum Expr {
     IsNull(Box<Expr>),
     /// The operand is not null.
     IsNotNull(Box<Expr>),
+    /// `left op right` on numbers (checked: overflow and division by zero are errors).
+    Arith {
+        /// The operator.
+        op: ArithOp,
+        /// Left operand.
+        left: Box<Expr>,
+        /// Right operand.
+        right: Box<Expr>,
+    },
     /// The operand equals one of the values (or none of them, when `negated`).
     InList {
         /// The operand.
@@ -152,6 +185,36 @@ pub fn nested_col(path: impl IntoIterator<Item = impl Into<String>>) -> Expr {
 pub fn lit(value: impl Into<Scalar>) -> Expr {
     Expr::Literal(value.into())
 }
+
+/// A column of the target table, in MERGE conditions and assignments.
+pub fn target_col(name: impl Into<String>) -> Expr {
+    nested_col(["target".to_string(), name.into()])
+}
+
+/// A column of the MERGE source, in MERGE conditions and assignments.
+pub fn source_col(name: impl Into<String>) -> Expr {
+    nested_col(["source".to_string(), name.into()])
+}
+
+macro_rules! arith_operator {
+    ($trait:ident, $method:ident, $op:expr) => {
+        impl std::ops::$trait for Expr {
+            type Output = Expr;
+            fn $method(self, other: Expr) -> Expr {
+                Expr::Arith {
+                    op: $op,
+                    left: Box::new(self),
+                    right: Box::new(other),
+                }
+            }
+        }
+    };
+}
+
+arith_operator!(Add, add, ArithOp::Add);
+arith_operator!(Sub, sub, ArithOp::Sub);
+arith_operator!(Mul, mul, ArithOp::Mul);
+arith_operator!(Div, div, ArithOp::Div);
 
 impl Expr {
     fn cmp(self, op: CmpOp, other: Expr) -> Expr {
@@ -238,7 +301,10 @@ impl Expr {
                 out.insert(c.clone());
             }
             Expr::Literal(_) => {}
-            Expr::Cmp { left, right, .. } | Expr::And(left, right) | Expr::Or(left, right) => {
+            Expr::Cmp { left, right, .. }
+            | Expr::Arith { left, right, .. }
+            | Expr::And(left, right)
+            | Expr::Or(left, right) => {
                 left.collect_columns(out);
                 right.collect_columns(out);
             }
@@ -266,6 +332,12 @@ impl Expr {
         Ok(bound)
     }
 
+    /// Checks a value expression (a column, literal or arithmetic) against a schema and
+    /// returns it bound, with its type (`None` for a null literal).
+    pub(crate) fn bind_value(&self, schema: &StructType) -> Result<(Expr, Option<PrimitiveType>)> {
+        self.bind_inner(schema)
+    }
+
     /// Binds and returns the expression's primitive type (`None` for a null literal).
     fn bind_inner(&self, schema: &StructType) -> Result<(Expr, Option<PrimitiveType>)> {
         use PrimitiveType as P;
@@ -291,6 +363,29 @@ impl Expr {
                 }
                 let r = coerce_operand(&l, lt, r, rt)?;
                 Ok((r_cmp(op, l, r), Some(P::Boolean)))
+            }
+            Expr::Arith { op, left, right } => {
+                let (mut l, mut lt) = left.bind_inner(schema)?;
+                let (mut r, mut rt) = right.bind_inner(schema)?;
+                // A literal takes the type of the other side.
+                if matches!(l, Expr::Literal(_)) && !matches!(r, Expr::Literal(_)) {
+                    l = coerce_operand(&r, rt, l, lt)?;
+                    lt = rt;
+                } else {
+                    r = coerce_operand(&l, lt, r, rt)?;
+                    rt = lt;
+                }
+                let ty = arithmetic_type(lt, rt).ok_or_else(|| Error::TypeMismatch {
+                    column: self.to_string(),
+                    expected: "numbers of one kind".into(),
+                    found: format!("{} and {}", describe(lt), describe(rt)),
+                })?;
+                let e = Expr::Arith {
+                    op: *op,
+                    left: Box::new(l),
+                    right: Box::new(r),
+                };
+                Ok((e, Some(ty)))
             }
             Expr::And(a, b) | Expr::Or(a, b) => {
                 let a = a.bind(schema)?;
@@ -346,6 +441,38 @@ impl Expr {
                     Some(P::Boolean),
                 ))
             }
+        }
+    }
+}
+
+/// The type of `a op b`: integers widen to the wider one, any float gives a double,
+/// decimals only meet decimals of the same type.
+pub(crate) fn arithmetic_type(
+    a: Option<PrimitiveType>,
+    b: Option<PrimitiveType>,
+) -> Option<PrimitiveType> {
+    use PrimitiveType as P;
+    let rank = |t: PrimitiveType| match t {
+        P::Byte => Some(1),
+        P::Short => Some(2),
+        P::Integer => Some(3),
+        P::Long => Some(4),
+        P::Float => Some(5),
+        P::Double => Some(6),
+        _ => None,
+    };
+    match (a?, b?) {
+        (P::Decimal(p1, s1), P::Decimal(p2, s2)) if (p1, s1) == (p2, s2) => {
+            Some(P::Decimal(p1, s1))
+        }
+        (x, y) => {
+            let (rx, ry) = (rank(x)?, rank(y)?);
+            Some(match rx.max(ry) {
+                5 | 6 if rx.min(ry) < 5 || rx.max(ry) == 6 => P::Double,
+                5 => P::Float,
+                _ if rx >= ry => x,
+                _ => y,
+            })
         }
     }
 }
@@ -423,6 +550,7 @@ impl fmt::Display for Expr {
             Expr::Column(c) => write!(f, "{c}"),
             Expr::Literal(v) => write!(f, "{v}"),
             Expr::Cmp { op, left, right } => write!(f, "({left} {} {right})", op.symbol()),
+            Expr::Arith { op, left, right } => write!(f, "({left} {} {right})", op.symbol()),
             Expr::And(a, b) => write!(f, "({a} AND {b})"),
             Expr::Or(a, b) => write!(f, "({a} OR {b})"),
             Expr::Not(e) => write!(f, "(NOT {e})"),

@@ -5,7 +5,7 @@
 //! transaction read, files this transaction read that were removed concurrently, and
 //! files both removed. The isolation level decides which of the checks on files apply.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -49,7 +49,7 @@ pub(crate) struct WinningCommit {
 }
 
 impl WinningCommit {
-    fn operation(&self) -> String {
+    pub(crate) fn operation(&self) -> String {
         self.actions
             .iter()
             .find_map(|a| match a {
@@ -79,11 +79,28 @@ pub(crate) struct Ours<'a> {
     pub(crate) isolation: IsolationLevel,
     pub(crate) reads: &'a ReadSet,
     pub(crate) actions: &'a [Action],
+    /// Resolved paths of the files this transaction changes through deletion vectors.
+    pub(crate) dv_paths: &'a BTreeSet<String>,
+}
+
+/// A file both this transaction and the winner changed through deletion vectors: the
+/// commit loop unites the two when their rows are disjoint.
+#[derive(Debug, Clone)]
+pub(crate) struct DvRebase {
+    /// The resolved path.
+    pub(crate) path: String,
+    /// The winner's `add` of the file, with its new DV.
+    pub(crate) winner_add: Add,
 }
 
 /// Fails with [`Error::Conflict`] when `winner` invalidates this transaction, judged on
-/// `base` (the snapshot just before the winner).
-pub(crate) fn check(ours: &Ours<'_>, base: &Snapshot, winner: &WinningCommit) -> Result<()> {
+/// `base` (the snapshot just before the winner). Returns the files both changed through
+/// deletion vectors, which do not conflict yet: their rows decide.
+pub(crate) fn check(
+    ours: &Ours<'_>,
+    base: &Snapshot,
+    winner: &WinningCommit,
+) -> Result<Vec<DvRebase>> {
     let conflict = |reason: ConflictReason| Error::Conflict {
         winning_version: winner.version,
         operation: winner.operation(),
@@ -149,9 +166,33 @@ pub(crate) fn check(ours: &Ours<'_>, base: &Snapshot, winner: &WinningCommit) ->
         IsolationLevel::WriteSerializable => changes_metadata || !winner.is_blind_append(),
         IsolationLevel::Serializable | IsolationLevel::StrictSerializable => true,
     };
+    // A file the winner removes and adds back is the same file with a new deletion
+    // vector: rows left it, none joined it.
+    let winner_removed: BTreeSet<String> = winner
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove(r) => Some(paths::canonical(location, &r.path)),
+            _ => None,
+        })
+        .collect();
+    let readded: BTreeMap<String, &Add> = winner
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Add(add) => Some((paths::canonical(location, &add.path), add)),
+            _ => None,
+        })
+        .filter(|(p, _)| winner_removed.contains(p))
+        .collect();
     if check_adds {
         let added = winner.actions.iter().filter_map(|a| match a {
-            Action::Add(add) if add.data_change => Some(add),
+            Action::Add(add)
+                if add.data_change
+                    && !readded.contains_key(&paths::canonical(location, &add.path)) =>
+            {
+                Some(add)
+            }
             _ => None,
         });
         for add in added {
@@ -164,15 +205,24 @@ pub(crate) fn check(ours: &Ours<'_>, base: &Snapshot, winner: &WinningCommit) ->
         }
     }
 
-    // 6-7: files removed concurrently that this transaction read, or removes too.
+    // 6-7: files removed concurrently that this transaction read, or removes too. A
+    // compaction's removes (dataChange false) count: their rows live on elsewhere, but
+    // not with this transaction's changes.
+    let mut rebases = Vec::new();
     for action in &winner.actions {
         let Action::Remove(remove) = action else {
             continue;
         };
-        if !remove.data_change {
+        let path = paths::canonical(location, &remove.path);
+        if ours.dv_paths.contains(&path)
+            && let Some(add) = readded.get(&path).filter(|a| a.deletion_vector.is_some())
+        {
+            rebases.push(DvRebase {
+                path,
+                winner_add: (*add).clone(),
+            });
             continue;
         }
-        let path = paths::canonical(location, &remove.path);
         if our_removes.contains(&path) {
             return Err(conflict(ConflictReason::ConcurrentDeleteDelete {
                 file: remove.path.clone(),
@@ -185,7 +235,7 @@ pub(crate) fn check(ours: &Ours<'_>, base: &Snapshot, winner: &WinningCommit) ->
             }));
         }
     }
-    Ok(())
+    Ok(rebases)
 }
 
 /// What this transaction read that an added file falls under, if anything.

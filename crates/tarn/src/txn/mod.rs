@@ -25,12 +25,15 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use roaring::RoaringTreemap;
 use serde_json::{Map, Value};
+use std::collections::BTreeSet;
 use uuid::Uuid;
 
 pub(crate) use conflict::ReadSet;
 use conflict::{Ours, WinningCommit, check};
 
+use crate::dv::{DvFileWriter, describe_bitmap};
 use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::log::checkpoint::{CheckpointWritten, write_checkpoint};
@@ -39,7 +42,7 @@ use crate::paths;
 use crate::protocol::features::ensure_writable;
 use crate::protocol::names::commit_file_name;
 use crate::protocol::{Action, Add, CommitInfo, DomainMetadata, Metadata, Remove, Txn};
-use crate::scan::Scan;
+use crate::scan::{Scan, load_deletion_vector};
 use crate::snapshot::Snapshot;
 
 /// The engine name written into `commitInfo.engineInfo`.
@@ -193,6 +196,17 @@ pub struct Transaction {
     metrics: Map<String, Value>,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
+    dv_changes: Vec<DvChange>,
+}
+
+/// A file this transaction changes through a deletion vector: the rows it had deleted
+/// before, and the rows this transaction deletes.
+#[derive(Debug, Clone)]
+pub(crate) struct DvChange {
+    path: String,
+    before: RoaringTreemap,
+    rows: RoaringTreemap,
+    physical_rows: u64,
 }
 
 impl Transaction {
@@ -209,7 +223,26 @@ impl Transaction {
             metrics: Map::new(),
             retry: RetryPolicy::default(),
             clock: Arc::new(SystemClock),
+            dv_changes: Vec::new(),
         }
+    }
+
+    /// Records that this transaction changes `add` through a deletion vector: `before` is
+    /// what its DV held, `rows` what this transaction deletes. A concurrent DV change to
+    /// the same file then rebases when the rows are disjoint, and conflicts when not.
+    pub(crate) fn record_dv_change(
+        &mut self,
+        add: &Add,
+        before: RoaringTreemap,
+        rows: RoaringTreemap,
+        physical_rows: u64,
+    ) {
+        self.dv_changes.push(DvChange {
+            path: paths::canonical(self.snapshot.location(), &add.path),
+            rows: &rows - &before,
+            before,
+            physical_rows,
+        });
     }
 
     /// Sets the isolation level.
@@ -429,11 +462,10 @@ impl Transaction {
                 .actions
                 .iter()
                 .all(|a| matches!(a, Action::Add(add) if add.data_change));
-        let ours = Ours {
-            isolation: self.isolation,
-            reads: &self.reads,
-            actions: &self.actions,
-        };
+        // Actions change only when a concurrent DV change to one of our files is merged in.
+        let mut actions = self.actions.clone();
+        let mut dv_changes = self.dv_changes.clone();
+        let dv_paths: BTreeSet<String> = dv_changes.iter().map(|c| c.path.clone()).collect();
         let mut base = snapshot.clone();
         let mut rebased_over = Vec::new();
         for attempt in 1..=self.retry.max_attempts {
@@ -448,7 +480,7 @@ impl Transaction {
                 .now_ms()
                 .max(base.latest_commit_timestamp_ms() + 1);
             let info = self.commit_info(timestamp, blind, &txn_id);
-            let body = encode_commit(&info, &self.actions)?;
+            let body = encode_commit(&info, &actions)?;
             let root = snapshot.location().root();
             match put_commit(store.as_ref(), root, version, body, &txn_id, &self.retry).await {
                 Err(e) => {
@@ -464,9 +496,9 @@ impl Transaction {
                     });
                 }
                 Ok(PutOutcome::Committed) => {
-                    let mut actions = vec![info];
-                    actions.extend(self.actions.iter().cloned());
-                    let committed = base.with_commit(version, timestamp, actions)?;
+                    let mut all = vec![info];
+                    all.extend(actions);
+                    let committed = base.with_commit(version, timestamp, all)?;
                     let checkpoint = maybe_checkpoint(&committed);
                     return Ok(CommitOutcome {
                         version,
@@ -487,7 +519,23 @@ impl Transaction {
                             version: winner.version,
                             actions: winner.actions,
                         };
-                        check(&ours, &base, &winning)?;
+                        let ours = Ours {
+                            isolation: self.isolation,
+                            reads: &self.reads,
+                            actions: &actions,
+                            dv_paths: &dv_paths,
+                        };
+                        let rebases = check(&ours, &base, &winning)?;
+                        for rebase in rebases {
+                            merge_deletion_vectors(
+                                &base,
+                                &winning,
+                                rebase,
+                                &mut actions,
+                                &mut dv_changes,
+                            )
+                            .await?;
+                        }
                         base = base.with_commit(winning.version, ts, winning.actions)?;
                         rebased_over.push(winning.version);
                     }
@@ -520,10 +568,12 @@ impl Transaction {
                     meta: meta.clone(),
                 })
                 .collect();
+            let no_paths = BTreeSet::new();
             let ours = Ours {
                 isolation: self.isolation,
                 reads: &self.reads,
                 actions: &[],
+                dv_paths: &no_paths,
             };
             let bodies = read_commits(location.store().as_ref(), &commits).await?;
             for (commit, actions) in commits.iter().zip(bodies) {
@@ -569,6 +619,75 @@ impl Transaction {
             other,
         })
     }
+}
+
+/// Unites a concurrent deletion-vector change to a file with ours: conflicts when both
+/// deleted one row, otherwise rewrites our actions to replace the winner's version of the
+/// file with one whose DV holds both sets of rows.
+async fn merge_deletion_vectors(
+    base: &Snapshot,
+    winner: &WinningCommit,
+    rebase: conflict::DvRebase,
+    actions: &mut Vec<Action>,
+    dv_changes: &mut [DvChange],
+) -> Result<()> {
+    let location = base.location();
+    let Some(change) = dv_changes.iter_mut().find(|c| c.path == rebase.path) else {
+        return Ok(());
+    };
+    let winner_dv = rebase
+        .winner_add
+        .deletion_vector
+        .clone()
+        .ok_or_else(|| Error::Task("internal: a DV rebase without a DV".into()))?;
+    let theirs = load_deletion_vector(location, &winner_dv).await?;
+    let overlap = &(&theirs - &change.before) & &change.rows;
+    if !overlap.is_empty() {
+        return Err(Error::Conflict {
+            winning_version: winner.version,
+            operation: winner.operation(),
+            reason: crate::error::ConflictReason::ConcurrentDeletionVectorOverlap {
+                file: rebase.winner_add.path.clone(),
+                rows: overlap.len(),
+            },
+        });
+    }
+    let united = &theirs | &change.rows;
+    let threshold = base
+        .metadata()
+        .property(crate::dml::INLINE_DV_PROPERTY)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let now = Utc::now().timestamp_millis();
+    // Our remove now takes out the winner's version of the file.
+    let same = |p: &str| paths::canonical(location, p) == rebase.path;
+    actions.retain(|a| !matches!(a, Action::Remove(r) if same(&r.path)));
+    actions.push(Action::Remove(crate::table::remove_of(
+        rebase.winner_add.clone(),
+        now,
+    )));
+    let had_add = actions
+        .iter()
+        .any(|a| matches!(a, Action::Add(add) if same(&add.path)));
+    actions.retain(|a| !matches!(a, Action::Add(add) if same(&add.path)));
+    if had_add && united.len() < change.physical_rows {
+        let mut file = DvFileWriter::new();
+        let descriptor = describe_bitmap(&united, threshold, &mut file);
+        if !file.is_empty() {
+            let path = paths::join_relative(location.root(), &file.relative_path())?;
+            location
+                .store()
+                .put(&path, PutPayload::from_bytes(file.into_bytes()))
+                .await
+                .map_err(Error::store("put", &path))?;
+        }
+        actions.push(Action::Add(crate::dml::with_deletion_vector(
+            rebase.winner_add.clone(),
+            descriptor,
+        )));
+    }
+    change.before = theirs;
+    Ok(())
 }
 
 fn commit_timestamp(actions: &[Action]) -> Option<i64> {

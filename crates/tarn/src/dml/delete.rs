@@ -1,0 +1,129 @@
+//! DELETE: remove the rows a predicate matches.
+
+use arrow::array::BooleanArray;
+
+use super::{
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
+    read_candidates, resolve_strategy, start, true_mask,
+};
+use crate::error::{Error, Result};
+use crate::expr::{Expr, evaluate_predicate};
+use crate::stats::FileStats;
+use crate::table::{Table, remove_of};
+
+/// A DELETE being configured; run it with [`execute`](Self::execute).
+#[derive(Debug)]
+#[must_use]
+pub struct DeleteBuilder<'a> {
+    table: &'a mut Table,
+    predicate: Expr,
+    strategy: Option<ChangeStrategy>,
+}
+
+impl Table {
+    /// Starts deleting the rows `predicate` matches.
+    pub fn delete(&mut self, predicate: Expr) -> DeleteBuilder<'_> {
+        DeleteBuilder {
+            table: self,
+            predicate,
+            strategy: None,
+        }
+    }
+}
+
+impl DeleteBuilder<'_> {
+    /// Copy-on-write or merge-on-read, overriding the table's choice.
+    pub fn strategy(mut self, strategy: ChangeStrategy) -> Self {
+        self.strategy = Some(strategy);
+        self
+    }
+
+    /// Deletes the rows and commits. Only files whose partition values and statistics may
+    /// hold matching rows are read; a predicate on partition columns alone removes whole
+    /// files without reading them.
+    ///
+    /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for a predicate that
+    /// does not fit the schema, [`Error::InvalidArgument`] for merge-on-read on a table
+    /// without deletion vectors or a delete on an append-only table, and as
+    /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
+    pub async fn execute(self) -> Result<DmlOutcome> {
+        let DeleteBuilder {
+            table,
+            predicate,
+            strategy,
+        } = self;
+        let (started, mut txn) = start(table, "DELETE");
+        let snapshot = txn.snapshot().clone();
+        if snapshot.properties().append_only() {
+            return Err(Error::InvalidArgument {
+                name: "delete",
+                reason: "the table is append-only (delta.appendOnly)".into(),
+            });
+        }
+        let strategy = resolve_strategy(&snapshot, strategy)?;
+        let bound = predicate.bind(snapshot.schema())?;
+        let plan = snapshot.scan().filter(predicate.clone()).plan()?;
+        let mut metrics = DmlMetrics {
+            files_skipped: plan.total_files - plan.files.len(),
+            ..Default::default()
+        };
+        txn = txn
+            .with_parameter("predicate", predicate.to_string())
+            .with_parameter("strategy", format!("{strategy:?}"));
+        txn.record_read_predicate(&predicate)?;
+        txn.record_read_files(&plan.files);
+        let now = now(table);
+
+        let partitions: Vec<&str> = snapshot
+            .partition_columns()
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        let partition_only = !partitions.is_empty()
+            && bound
+                .columns()
+                .iter()
+                .all(|c| partitions.contains(&c.root()));
+        if partition_only {
+            // Every row of a file shares its partition values: matching files go whole.
+            for add in plan.files {
+                let live = add
+                    .stats
+                    .as_deref()
+                    .and_then(FileStats::parse)
+                    .and_then(|s| s.num_records)
+                    .unwrap_or(0)
+                    .saturating_sub(
+                        add.deletion_vector
+                            .as_ref()
+                            .map_or(0, |d| d.cardinality as u64),
+                    );
+                metrics.rows_deleted += live;
+                metrics.files_removed += 1;
+                txn.remove_file(remove_of(add, now));
+            }
+            return finish(table, txn, started, metrics).await;
+        }
+
+        let files = read_candidates(&snapshot, &plan.files).await?;
+        metrics.files_scanned = files.len();
+        let mut changes = Vec::new();
+        for (add, rows) in files {
+            let mask: BooleanArray = true_mask(evaluate_predicate(&bound, &rows.batch)?);
+            let deleted = positions_of(&rows, &mask);
+            metrics.rows_deleted += deleted.len();
+            changes.push(FileChange { add, rows, deleted });
+        }
+        apply_changes(
+            &mut txn,
+            &snapshot,
+            strategy,
+            changes,
+            Vec::new(),
+            now,
+            &mut metrics,
+        )
+        .await?;
+        finish(table, txn, started, metrics).await
+    }
+}

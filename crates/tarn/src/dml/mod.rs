@@ -1,0 +1,321 @@
+//! Row-level changes: DELETE, UPDATE and MERGE, by copy-on-write or merge-on-read.
+//!
+//! Every operation finds its candidate files by partition values and statistics first,
+//! reads only those, and works out per file which rows it deletes (updated rows count as
+//! deleted there) and which rows it writes anew (updated and inserted ones). Then:
+//!
+//! - **copy-on-write** rewrites each touched file without its deleted rows, and writes the
+//!   new rows with them; readers pay nothing afterwards;
+//! - **merge-on-read** writes a deletion vector for each touched file (its earlier DV
+//!   included), inline when small, else several to a `deletion_vector_<uuid>.bin` file,
+//!   and writes only the new rows; readers skip the deleted rows until `optimize` purges
+//!   them.
+
+mod delete;
+mod merge;
+mod update;
+
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStoreExt, PutPayload};
+use roaring::RoaringTreemap;
+
+pub use delete::DeleteBuilder;
+pub use merge::MergeBuilder;
+pub use update::UpdateBuilder;
+
+use crate::dv::{DvFileWriter, describe_bitmap};
+use crate::error::{Error, Result};
+use crate::protocol::{Add, DeletionVectorDescriptor};
+use crate::scan::{FileRows, load_deletion_vector, read_file_rows};
+use crate::snapshot::Snapshot;
+use crate::table::remove_of;
+use crate::txn::{CommitOutcome, Transaction};
+use crate::write::{FileWriteOptions, SchemaMode, prepare_batches, write_files};
+
+/// The table property choosing how row-level changes are written: `copy-on-write` or
+/// `merge-on-read`. Without it, tables with deletion vectors enabled use merge-on-read.
+pub const STRATEGY_PROPERTY: &str = "tarn.dml.strategy";
+/// The table property: deletion vectors whose data is at most this many bytes are stored
+/// inline in the log (default 64).
+pub const INLINE_DV_PROPERTY: &str = "tarn.deletionVectors.inlineThreshold";
+/// Candidate files read at once.
+const READ_CONCURRENCY: usize = 8;
+
+/// How a row-level change is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeStrategy {
+    /// Rewrite every file holding a touched row.
+    CopyOnWrite,
+    /// Mark touched rows in deletion vectors; write only new rows.
+    MergeOnRead,
+}
+
+impl ChangeStrategy {
+    /// The strategy a table asks for: [`STRATEGY_PROPERTY`], else merge-on-read when
+    /// `delta.enableDeletionVectors` is true, else copy-on-write.
+    pub fn for_table(snapshot: &Snapshot) -> Self {
+        match snapshot.metadata().property(STRATEGY_PROPERTY) {
+            Some(s) if s.eq_ignore_ascii_case("merge-on-read") => Self::MergeOnRead,
+            Some(s) if s.eq_ignore_ascii_case("copy-on-write") => Self::CopyOnWrite,
+            _ if snapshot.properties().deletion_vectors_enabled() => Self::MergeOnRead,
+            _ => Self::CopyOnWrite,
+        }
+    }
+}
+
+/// What a row-level change did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DmlMetrics {
+    /// Rows deleted.
+    pub rows_deleted: u64,
+    /// Rows updated.
+    pub rows_updated: u64,
+    /// Rows inserted.
+    pub rows_inserted: u64,
+    /// Files read to find the rows.
+    pub files_scanned: usize,
+    /// Live files skipped by partition values and statistics.
+    pub files_skipped: usize,
+    /// Data files added.
+    pub files_added: usize,
+    /// Data files removed (rewritten, or emptied).
+    pub files_removed: usize,
+    /// Deletion vectors written.
+    pub deletion_vectors_written: usize,
+    /// Bytes written: data files and deletion-vector files.
+    pub bytes_written: u64,
+    /// Wall-clock time of the whole operation.
+    pub duration: Duration,
+}
+
+/// What a row-level change did, and its commit.
+#[derive(Debug, Clone)]
+pub struct DmlOutcome {
+    /// The commit (no attempts when nothing changed and nothing was committed).
+    pub commit: CommitOutcome,
+    /// Counts of rows, files and bytes.
+    pub metrics: DmlMetrics,
+}
+
+/// The rows of one file an operation deletes (updated rows included).
+pub(crate) struct FileChange {
+    pub(crate) add: Add,
+    pub(crate) rows: FileRows,
+    pub(crate) deleted: RoaringTreemap,
+}
+
+/// The strategy of one operation: the table's, or the one asked for. Merge-on-read
+/// needs deletion vectors enabled on the table.
+pub(crate) fn resolve_strategy(
+    snapshot: &Snapshot,
+    asked: Option<ChangeStrategy>,
+) -> Result<ChangeStrategy> {
+    let strategy = asked.unwrap_or_else(|| ChangeStrategy::for_table(snapshot));
+    if strategy == ChangeStrategy::MergeOnRead
+        && !snapshot.protocol().has_writer_feature("deletionVectors")
+    {
+        return Err(Error::InvalidArgument {
+            name: "strategy",
+            reason: "merge-on-read writes deletion vectors; enable them first with \
+                     set_properties([(\"delta.enableDeletionVectors\", \"true\")])"
+                .into(),
+        });
+    }
+    Ok(strategy)
+}
+
+/// Reads the candidate files concurrently, in order.
+pub(crate) async fn read_candidates(
+    snapshot: &Snapshot,
+    files: &[Add],
+) -> Result<Vec<(Add, FileRows)>> {
+    futures::stream::iter(files.iter().cloned())
+        .map(|add| async move {
+            let rows = read_file_rows(snapshot, &add).await?;
+            Ok::<_, Error>((add, rows))
+        })
+        .buffered(READ_CONCURRENCY)
+        .try_collect()
+        .await
+}
+
+/// Positions (in the file) of the rows selected by a mask over a file's live rows.
+pub(crate) fn positions_of(rows: &FileRows, mask: &BooleanArray) -> RoaringTreemap {
+    rows.positions
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask.is_valid(*i) && mask.value(*i))
+        .map(|(_, p)| *p)
+        .collect()
+}
+
+/// A predicate's mask with nulls as false.
+pub(crate) fn true_mask(mask: BooleanArray) -> BooleanArray {
+    if mask.null_count() > 0 {
+        arrow::compute::prep_null_mask_filter(&mask)
+    } else {
+        mask
+    }
+}
+
+/// Writes the changes into `txn`: each touched file is rewritten (copy-on-write) or gets a
+/// new deletion vector (merge-on-read), and `new_rows` (updated and inserted rows, in the
+/// table's schema) are written as new files.
+pub(crate) async fn apply_changes(
+    txn: &mut Transaction,
+    snapshot: &Snapshot,
+    strategy: ChangeStrategy,
+    changes: Vec<FileChange>,
+    mut new_rows: Vec<RecordBatch>,
+    now_ms: i64,
+    metrics: &mut DmlMetrics,
+) -> Result<()> {
+    let location = snapshot.location();
+    let threshold = snapshot
+        .metadata()
+        .property(INLINE_DV_PROPERTY)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let mut dv_file = DvFileWriter::new();
+    for change in changes.into_iter().filter(|c| !c.deleted.is_empty()) {
+        let FileChange { add, rows, deleted } = change;
+        match strategy {
+            ChangeStrategy::CopyOnWrite => {
+                // The file is rewritten: its live rows minus the deleted ones move on.
+                let keep: BooleanArray = rows
+                    .positions
+                    .iter()
+                    .map(|p| Some(!deleted.contains(*p)))
+                    .collect();
+                let kept = filter_record_batch(&rows.batch, &keep)
+                    .map_err(Error::arrow("rewriting a file"))?;
+                if kept.num_rows() > 0 {
+                    new_rows.push(kept);
+                }
+                txn.remove_file(remove_of(add, now_ms));
+                metrics.files_removed += 1;
+            }
+            ChangeStrategy::MergeOnRead => {
+                let before = match &add.deletion_vector {
+                    Some(dv) => load_deletion_vector(location, dv).await?,
+                    None => RoaringTreemap::new(),
+                };
+                let all = &before | &deleted;
+                txn.record_dv_change(&add, before, deleted.clone(), rows.physical_rows);
+                if all.len() >= rows.physical_rows {
+                    // Every row is gone: drop the file instead of marking all of it.
+                    txn.remove_file(remove_of(add, now_ms));
+                    metrics.files_removed += 1;
+                    continue;
+                }
+                let descriptor = describe_bitmap(&all, threshold, &mut dv_file);
+                metrics.deletion_vectors_written += 1;
+                txn.remove_file(remove_of(add.clone(), now_ms));
+                txn.add_file(with_deletion_vector(add, descriptor));
+            }
+        }
+    }
+    if !dv_file.is_empty() {
+        let path = crate::paths::join_relative(location.root(), &dv_file.relative_path())?;
+        let bytes = dv_file.into_bytes();
+        metrics.bytes_written += bytes.len() as u64;
+        location
+            .store()
+            .put(&path, PutPayload::from_bytes(bytes))
+            .await
+            .map_err(Error::store("put", &path))?;
+    }
+    let (batches, _) = prepare_batches(
+        snapshot.schema(),
+        snapshot.partition_columns(),
+        &new_rows,
+        SchemaMode::Strict,
+    )?;
+    let written = write_files(
+        location,
+        snapshot.schema(),
+        snapshot.partition_columns(),
+        batches,
+        &FileWriteOptions {
+            target_file_size: snapshot
+                .properties()
+                .target_file_size()
+                .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
+            num_indexed_cols: snapshot.properties().num_indexed_cols(),
+            writer_properties: None,
+        },
+    )
+    .await?;
+    metrics.files_added += written.adds.len();
+    metrics.bytes_written += written.bytes;
+    for add in written.adds {
+        txn.add_file(add);
+    }
+    Ok(())
+}
+
+/// The same file with another deletion vector: its statistics no longer bound only live
+/// rows (`tightBounds: false`), and `numRecords` still counts the file's physical rows.
+pub(crate) fn with_deletion_vector(mut add: Add, descriptor: DeletionVectorDescriptor) -> Add {
+    add.deletion_vector = Some(descriptor);
+    add.data_change = true;
+    if let Some(stats) = add.stats.as_deref()
+        && let Ok(serde_json::Value::Object(mut map)) =
+            serde_json::from_str::<serde_json::Value>(stats)
+    {
+        map.insert("tightBounds".into(), serde_json::Value::Bool(false));
+        add.stats = Some(serde_json::Value::Object(map).to_string());
+    }
+    add
+}
+
+/// Starts the clock and the transaction of an operation.
+pub(crate) fn start(table: &crate::table::Table, operation: &str) -> (Instant, Transaction) {
+    (
+        Instant::now(),
+        table.transaction().with_operation(operation),
+    )
+}
+
+/// Commits an operation's transaction (or not, when it changed nothing) and fills in the
+/// metrics.
+pub(crate) async fn finish(
+    table: &mut crate::table::Table,
+    txn: Transaction,
+    started: Instant,
+    mut metrics: DmlMetrics,
+) -> Result<DmlOutcome> {
+    let txn = txn
+        .with_metric("numDeletedRows", metrics.rows_deleted.to_string())
+        .with_metric("numUpdatedRows", metrics.rows_updated.to_string())
+        .with_metric("numInsertedRows", metrics.rows_inserted.to_string())
+        .with_metric("numAddedFiles", metrics.files_added.to_string())
+        .with_metric("numRemovedFiles", metrics.files_removed.to_string())
+        .with_metric(
+            "numDeletionVectorsAdded",
+            metrics.deletion_vectors_written.to_string(),
+        );
+    let commit = if txn.actions().is_empty() {
+        CommitOutcome {
+            version: table.version(),
+            attempts: 0,
+            txn_id: String::new(),
+            rebased_over: Vec::new(),
+            checkpoint: None,
+            snapshot: table.snapshot().clone(),
+        }
+    } else {
+        table.commit(txn).await?
+    };
+    metrics.duration = started.elapsed();
+    Ok(DmlOutcome { commit, metrics })
+}
+
+/// Shared for the builders: the time now on the table's clock.
+pub(crate) fn now(table: &crate::table::Table) -> i64 {
+    table.clock().now_ms()
+}

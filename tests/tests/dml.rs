@@ -1,0 +1,608 @@
+//! DELETE, UPDATE and MERGE, copy-on-write and merge-on-read, on memory, local files and
+//! MinIO: the rows after each change equal an in-memory model; merge-on-read writes
+//! deletion vectors (inline or in files) and unions them; reads are targeted by partition
+//! values and statistics; concurrent DV changes rebase when disjoint and conflict when
+//! not.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use tarn::expr::{col, lit, source_col, target_col};
+use tarn::{ChangeStrategy, ConflictReason, Error, Snapshot, StoreLocation, Table};
+
+/// id -> (country, amount, note)
+type Model = BTreeMap<i64, (String, f64, Option<String>)>;
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("country", DataType::Utf8, true),
+        Field::new("amount", DataType::Float64, true),
+        Field::new("note", DataType::Utf8, true),
+    ]))
+}
+
+const COUNTRIES: [&str; 3] = ["NL", "FR", "DE"];
+
+fn rows(ids: std::ops::Range<i64>) -> (RecordBatch, Model) {
+    let ids: Vec<i64> = ids.collect();
+    let model: Model = ids
+        .iter()
+        .map(|i| {
+            (
+                *i,
+                (
+                    COUNTRIES[(*i % 3) as usize].to_string(),
+                    *i as f64 * 2.5,
+                    (i % 4 != 0).then(|| format!("n{i}")),
+                ),
+            )
+        })
+        .collect();
+    (batch(&model), model)
+}
+
+fn batch(model: &Model) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(model.keys().copied().collect::<Vec<_>>())),
+            Arc::new(StringArray::from(
+                model.values().map(|r| r.0.clone()).collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                model.values().map(|r| r.1).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                model.values().map(|r| r.2.clone()).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+async fn read(snapshot: &Snapshot) -> Model {
+    let mut out = Model::new();
+    for b in snapshot.scan().collect().await.unwrap() {
+        let ids = b.column(0).as_primitive::<Int64Type>();
+        let countries = b.column(1).as_string::<i32>();
+        let amounts = b.column(2).as_primitive::<Float64Type>();
+        let notes = b.column(3).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let note =
+                (!arrow::array::Array::is_null(notes, i)).then(|| notes.value(i).to_string());
+            let previous = out.insert(
+                ids.value(i),
+                (countries.value(i).to_string(), amounts.value(i), note),
+            );
+            assert!(previous.is_none(), "id {} twice", ids.value(i));
+        }
+    }
+    out
+}
+
+struct Target {
+    location: StoreLocation,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn memory() -> Target {
+    Target {
+        location: tarn_store::open(&format!("memory://dml/{}", tarn_tests::unique("t"))).unwrap(),
+        _dir: None,
+    }
+}
+
+fn local() -> Target {
+    let dir = tempfile::tempdir().unwrap();
+    Target {
+        location: tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap(),
+        _dir: Some(dir),
+    }
+}
+
+fn minio() -> Target {
+    Target {
+        location: tarn_tests::minio::s3().location("dml"),
+        _dir: None,
+    }
+}
+
+/// A table of three appends (30 rows each), with DVs enabled for merge-on-read.
+async fn table(target: &Target, strategy: ChangeStrategy) -> (Table, Model) {
+    let mut t = Table::create_at(target.location.clone())
+        .with_arrow_schema(&schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    if strategy == ChangeStrategy::MergeOnRead {
+        let outcome = t
+            .set_properties([("delta.enableDeletionVectors", "true")])
+            .await
+            .unwrap();
+        assert!(
+            outcome
+                .snapshot
+                .protocol()
+                .has_reader_feature("deletionVectors")
+        );
+    }
+    let mut model = Model::new();
+    for i in 0..3 {
+        let (b, m) = rows(i * 30..i * 30 + 30);
+        t.append([b]).await.unwrap();
+        model.extend(m);
+    }
+    (t, model)
+}
+
+fn dv_count(snapshot: &Snapshot) -> usize {
+    snapshot
+        .files()
+        .filter(|a| a.deletion_vector.is_some())
+        .count()
+}
+
+async fn deletes(target: Target, strategy: ChangeStrategy) {
+    let (mut t, mut model) = table(&target, strategy).await;
+    let before = t.version();
+    let outcome = t
+        .delete(col("amount").gt(lit(150.0)))
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|_, r| r.1 <= 150.0);
+    assert_eq!(outcome.metrics.rows_deleted, 29);
+    assert_eq!(read(t.snapshot()).await, model);
+    match strategy {
+        ChangeStrategy::MergeOnRead => {
+            assert!(outcome.metrics.deletion_vectors_written > 0);
+            assert!(dv_count(t.snapshot()) > 0);
+        }
+        ChangeStrategy::CopyOnWrite => assert_eq!(dv_count(t.snapshot()), 0),
+    }
+    // A second delete touching the same files unions their deletion vectors.
+    t.delete(col("note").is_null())
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|_, r| r.2.is_some());
+    assert_eq!(read(t.snapshot()).await, model);
+    // A partition delete removes whole files without reading them.
+    let outcome = t
+        .delete(col("country").eq(lit("FR")))
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|_, r| r.0 != "FR");
+    assert_eq!(outcome.metrics.files_scanned, 0);
+    assert_eq!(read(t.snapshot()).await, model);
+    // Earlier versions still read in full, and a fresh reader sees the same.
+    let old = Snapshot::builder(target.location.clone())
+        .at_version(before)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(read(&old).await.len(), 90);
+    let fresh = Table::open_location(target.location.clone()).await.unwrap();
+    assert_eq!(read(fresh.snapshot()).await, model);
+}
+
+async fn updates(target: Target, strategy: ChangeStrategy) {
+    let (mut t, mut model) = table(&target, strategy).await;
+    let outcome = t
+        .update()
+        .filter(col("id").lt(lit(40)).and(col("note").is_not_null()))
+        .set("amount", col("amount") * lit(2.0) + lit(1.0))
+        .set("note", lit("updated"))
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    let mut changed = 0;
+    for (id, r) in model.iter_mut() {
+        if *id < 40 && r.2.is_some() {
+            r.1 = r.1 * 2.0 + 1.0;
+            r.2 = Some("updated".into());
+            changed += 1;
+        }
+    }
+    assert_eq!(outcome.metrics.rows_updated, changed);
+    assert_eq!(read(t.snapshot()).await, model);
+
+    // Moving rows between partitions must be asked for.
+    let err = t
+        .update()
+        .filter(col("id").eq(lit(1)))
+        .set("country", lit("BE"))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                name: "assignments",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    t.update()
+        .filter(col("id").eq(lit(1)))
+        .set("country", lit("BE"))
+        .allow_partition_moves(true)
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    model.get_mut(&1).unwrap().0 = "BE".into();
+    assert_eq!(read(t.snapshot()).await, model);
+    let version = t.version();
+    // A null in a non-nullable column, a mistyped value, an unknown column: refused.
+    let err = t
+        .update()
+        .set("id", lit(tarn::expr::Scalar::Null))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SchemaMismatch { .. }), "{err}");
+    let err = t
+        .update()
+        .set("amount", lit("lots"))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TypeMismatch { .. }), "{err}");
+    let err = t.update().set("nope", lit(1)).execute().await.unwrap_err();
+    assert!(matches!(err, Error::UnknownColumn { .. }), "{err}");
+    assert_eq!(t.version(), version);
+}
+
+async fn merges(target: Target, strategy: ChangeStrategy) {
+    let (mut t, mut model) = table(&target, strategy).await;
+    // Source: ids 80..100 (20 matches with 80..89, 10 new), amounts negative.
+    let source_model: Model = (80..100)
+        .map(|i| {
+            (
+                i,
+                (COUNTRIES[(i % 3) as usize].to_string(), -(i as f64), None),
+            )
+        })
+        .collect();
+    let outcome = t
+        .merge([batch(&source_model)])
+        .on(["id"])
+        .when_matched_delete(Some(target_col("id").lt(lit(83))))
+        .when_matched_update(
+            None,
+            [("amount", source_col("amount")), ("note", lit("merged"))],
+        )
+        .when_not_matched_insert_all(Some(source_col("id").lt(lit(95))))
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    for (id, s) in &source_model {
+        match model.get_mut(id) {
+            Some(_) if *id < 83 => {
+                model.remove(id);
+            }
+            Some(r) => {
+                r.1 = s.1;
+                r.2 = Some("merged".into());
+            }
+            None if *id < 95 => {
+                model.insert(*id, s.clone());
+            }
+            None => {}
+        }
+    }
+    assert_eq!(
+        (
+            outcome.metrics.rows_deleted,
+            outcome.metrics.rows_updated,
+            outcome.metrics.rows_inserted
+        ),
+        (3, 7, 5)
+    );
+    // Only files that may hold ids 80..100 were read: the first two appends' are skipped.
+    assert!(outcome.metrics.files_skipped >= 6, "{:?}", outcome.metrics);
+    assert_eq!(read(t.snapshot()).await, model);
+
+    // Rows the source no longer has: delete those of NL.
+    let keep: Model = model
+        .iter()
+        .filter(|(id, _)| **id >= 50)
+        .map(|(k, v)| (*k, v.clone()))
+        .collect();
+    t.merge([batch(&keep)])
+        .on(["id"])
+        .when_not_matched_by_source_delete(Some(target_col("country").eq(lit("NL"))))
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|id, r| *id >= 50 || r.0 != "NL");
+    assert_eq!(read(t.snapshot()).await, model);
+
+    // Ambiguous matches are refused, and nothing is committed.
+    let version = t.version();
+    let mut twice = Model::new();
+    twice.insert(55, ("NL".into(), 1.0, None));
+    let doubled =
+        arrow::compute::concat_batches(&schema(), &[batch(&twice), batch(&twice)]).unwrap();
+    let err = t
+        .merge([doubled])
+        .on(["id"])
+        .when_matched_update_all(None)
+        .strategy(strategy)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::MergeDuplicateMatch { .. }), "{err}");
+    let wrong = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)])),
+        vec![Arc::new(StringArray::from(vec!["1"]))],
+    )
+    .unwrap();
+    let err = t
+        .merge([wrong])
+        .on(["id"])
+        .when_matched_delete(None)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SchemaMismatch { .. }), "{err}");
+    assert_eq!(t.version(), version);
+}
+
+macro_rules! suite {
+    ($backend:ident) => {
+        mod $backend {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn deletes_copy_on_write() {
+                deletes(super::$backend(), ChangeStrategy::CopyOnWrite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn deletes_merge_on_read() {
+                deletes(super::$backend(), ChangeStrategy::MergeOnRead).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn updates_copy_on_write() {
+                updates(super::$backend(), ChangeStrategy::CopyOnWrite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn updates_merge_on_read() {
+                updates(super::$backend(), ChangeStrategy::MergeOnRead).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn merges_copy_on_write() {
+                merges(super::$backend(), ChangeStrategy::CopyOnWrite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn merges_merge_on_read() {
+                merges(super::$backend(), ChangeStrategy::MergeOnRead).await;
+            }
+        }
+    };
+}
+
+suite!(memory);
+suite!(local);
+suite!(minio);
+
+#[tokio::test]
+async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {
+    let target = memory();
+    let (mut t, mut model) = table(&target, ChangeStrategy::MergeOnRead).await;
+    t.delete(col("id").eq(lit(3))).execute().await.unwrap();
+    model.remove(&3);
+    let dv = t
+        .snapshot()
+        .files()
+        .find_map(|a| a.deletion_vector.clone())
+        .unwrap();
+    assert_eq!(dv.storage_type, "i", "one row fits inline");
+    let _ = t
+        .set_properties([(tarn::dml::INLINE_DV_PROPERTY, "0")])
+        .await
+        .unwrap();
+    t.delete(col("id").eq(lit(6))).execute().await.unwrap();
+    model.remove(&6);
+    let dvs: Vec<_> = t
+        .snapshot()
+        .files()
+        .filter_map(|a| a.deletion_vector.clone())
+        .collect();
+    assert!(
+        dvs.iter()
+            .any(|d| d.storage_type == "u" && d.cardinality == 2),
+        "{dvs:?}"
+    );
+    assert_eq!(read(t.snapshot()).await, model);
+    let err = Table::create_at(memory().location)
+        .with_arrow_schema(&schema())
+        .execute()
+        .await
+        .unwrap()
+        .delete(col("id").eq(lit(1)))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                name: "strategy",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_deletion_vector_changes_rebase_when_disjoint_and_conflict_when_not() {
+    let target = memory();
+    let (t, mut model) = table(&target, ChangeStrategy::MergeOnRead).await;
+    let mut a = Table::open_location(target.location.clone()).await.unwrap();
+    let mut b = Table::open_location(target.location.clone()).await.unwrap();
+    // Ids 0 and 3 sit in one file (NL, first append): different rows of it.
+    a.delete(col("id").eq(lit(0))).execute().await.unwrap();
+    let outcome = b.delete(col("id").eq(lit(3))).execute().await.unwrap();
+    assert_eq!(outcome.commit.attempts, 2, "rebased over the other delete");
+    model.remove(&0);
+    model.remove(&3);
+    let latest = Table::open_location(target.location.clone()).await.unwrap();
+    assert_eq!(read(latest.snapshot()).await, model);
+    let dv = latest
+        .snapshot()
+        .files()
+        .find_map(|a| a.deletion_vector.clone().filter(|d| d.cardinality == 2));
+    assert!(dv.is_some(), "one DV holds both deletes");
+
+    // The same row from both sides: the second conflicts, and nothing of it lands.
+    let mut c = Table::open_location(target.location.clone()).await.unwrap();
+    let mut d = Table::open_location(target.location.clone()).await.unwrap();
+    c.delete(col("id").eq(lit(6))).execute().await.unwrap();
+    let err = d
+        .update()
+        .filter(col("id").eq(lit(6)))
+        .set("note", lit("d"))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Conflict {
+                reason: ConflictReason::ConcurrentDeletionVectorOverlap { rows: 1, .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // An update writes the row's new version to a new file: a concurrent delete of the
+    // row conflicts with that file.
+    let mut g = Table::open_location(target.location.clone()).await.unwrap();
+    let mut h = Table::open_location(target.location.clone()).await.unwrap();
+    g.update()
+        .filter(col("id").eq(lit(15)))
+        .set("note", lit("g"))
+        .execute()
+        .await
+        .unwrap();
+    let err = h.delete(col("id").eq(lit(15))).execute().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Conflict {
+                reason: ConflictReason::ConcurrentAppend { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A DV change against a concurrent rewrite of the same file conflicts too.
+    let mut e = Table::open_location(target.location.clone()).await.unwrap();
+    let mut f = Table::open_location(target.location.clone()).await.unwrap();
+    e.delete(col("id").eq(lit(9)))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    let err = f.delete(col("id").eq(lit(12))).execute().await.unwrap_err();
+    // The rewritten file holds row 12 anew (Delta's order reports that first); the old
+    // one is removed by both.
+    assert!(
+        matches!(
+            err,
+            Error::Conflict {
+                reason: ConflictReason::ConcurrentAppend { .. }
+                    | ConflictReason::ConcurrentDeleteDelete { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = f
+        .clone()
+        .with_isolation(tarn::IsolationLevel::SnapshotIsolation)
+        .delete(col("id").eq(lit(12)))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Conflict {
+                reason: ConflictReason::ConcurrentDeleteDelete { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    drop(t);
+}
+
+#[tokio::test]
+async fn a_gdpr_delete_reads_only_files_whose_statistics_may_hold_the_customer() {
+    // A table partitioned by day; each file holds a range of customer ids.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("customer", DataType::Int64, false),
+        Field::new("day", DataType::Int64, false),
+        Field::new("amount", DataType::Float64, true),
+    ]));
+    let target = memory();
+    let mut t = Table::create_at(target.location.clone())
+        .with_arrow_schema(&schema)
+        .with_partition_columns(["day"])
+        .execute()
+        .await
+        .unwrap();
+    for day in 0..10i64 {
+        for chunk in 0..4i64 {
+            let customers: Vec<i64> = (chunk * 250..chunk * 250 + 250).collect();
+            let batch = RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(Int64Array::from(customers.clone())),
+                    Arc::new(Int64Array::from(vec![day; customers.len()])),
+                    Arc::new(Float64Array::from(vec![1.0; customers.len()])),
+                ],
+            )
+            .unwrap();
+            t.append([batch]).await.unwrap();
+        }
+    }
+    assert_eq!(t.snapshot().file_count(), 40);
+    let outcome = t
+        .delete(col("customer").eq(lit(777i64)))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome.metrics.rows_deleted, 10);
+    assert_eq!(
+        (outcome.metrics.files_scanned, outcome.metrics.files_skipped),
+        (10, 30)
+    );
+    let left = t
+        .scan()
+        .filter(col("customer").eq(lit(777i64)))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(tarn_tests::rows::row_count(&left), 0);
+}
