@@ -606,3 +606,93 @@ async fn a_gdpr_delete_reads_only_files_whose_statistics_may_hold_the_customer()
         .unwrap();
     assert_eq!(tarn_tests::rows::row_count(&left), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_packs_small_files_purges_deletion_vectors_and_sorts() {
+    let target = memory();
+    let (mut t, mut model) = table(&target, ChangeStrategy::MergeOnRead).await;
+    for i in 3..8 {
+        let (b, m) = rows(i * 30..i * 30 + 30);
+        t.append([b]).await.unwrap();
+        model.extend(m);
+    }
+    t.delete(col("amount").lt(lit(40.0)))
+        .execute()
+        .await
+        .unwrap();
+    model.retain(|_, r| r.1 >= 40.0);
+    assert!(dv_count(t.snapshot()) > 0);
+    let files_before = t.snapshot().file_count();
+    let outcome = t.optimize().execute().await.unwrap();
+    // One file per partition, no deletion vector left, the same rows.
+    assert_eq!(
+        (outcome.files_removed, outcome.files_added),
+        (files_before, 3)
+    );
+    assert!(outcome.deletion_vectors_purged > 0);
+    assert_eq!(dv_count(t.snapshot()), 0);
+    assert!(t.snapshot().files().all(|a| !a.data_change));
+    assert_eq!(read(t.snapshot()).await, model);
+    assert_eq!(
+        t.optimize().execute().await.unwrap().commit.attempts,
+        0,
+        "nothing left to do"
+    );
+
+    // Sorting: files sorted by amount do not overlap in their ranges.
+    let (b, m) = rows(1_000..10_000);
+    t.append([b]).await.unwrap();
+    model.extend(m);
+    let outcome = t
+        .optimize()
+        .sort_by(["amount"])
+        .target_size(16 * 1024)
+        .execute()
+        .await
+        .unwrap();
+    assert!(outcome.files_added > 3);
+    for partition in COUNTRIES {
+        let mut ranges: Vec<(f64, f64)> = t
+            .snapshot()
+            .files()
+            .filter(|a| a.partition_values.get("country") == Some(&Some(partition.to_string())))
+            .map(|a| {
+                let s: serde_json::Value =
+                    serde_json::from_str(a.stats.as_deref().unwrap()).unwrap();
+                (
+                    s["minValues"]["amount"].as_f64().unwrap(),
+                    s["maxValues"]["amount"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        ranges.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(
+            ranges.windows(2).all(|w| w[0].1 <= w[1].0),
+            "{partition}: {ranges:?}"
+        );
+    }
+    assert_eq!(read(t.snapshot()).await, model);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_commutes_with_blind_appends_but_not_with_changes_to_its_files() {
+    let target = memory();
+    let (_, mut model) = table(&target, ChangeStrategy::MergeOnRead).await;
+    let mut optimizer = Table::open_location(target.location.clone()).await.unwrap();
+    let mut writer = Table::open_location(target.location.clone()).await.unwrap();
+    let (b, m) = rows(500..520);
+    writer.append([b]).await.unwrap();
+    model.extend(m);
+    let outcome = optimizer.optimize().execute().await.unwrap();
+    assert_eq!(outcome.commit.attempts, 2, "rebased over the append");
+    assert_eq!(read(&outcome.commit.snapshot).await, model);
+
+    // A stale delete of a row the optimize moved conflicts.
+    let mut stale = writer;
+    let err = stale
+        .delete(col("id").eq(lit(4)))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err}");
+}

@@ -27,9 +27,22 @@ use crate::protocol::{Add, DataType, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
-/// Rows handed to the Parquet writer at a time: a file overshoots its target size by at
-/// most this many rows.
+/// Most rows handed to the Parquet writer at a time.
 const SLICE_ROWS: usize = 8 * 1024;
+/// Rows of the first slice of a file, before its bytes per row are known.
+const PROBE_ROWS: usize = 256;
+
+/// How many rows to write next into `file` so that it lands near `target` bytes: a probe
+/// slice for a new file, then what the bytes per row so far say still fits.
+fn slice_rows(file: Option<&OpenFile>, target: u64) -> usize {
+    let Some(file) = file.filter(|f| f.rows > 0) else {
+        return PROBE_ROWS;
+    };
+    let size = (file.writer.bytes_written() + file.writer.in_progress_size()) as f64;
+    let per_row = (size / file.rows as f64).max(1e-3);
+    let room = (target as f64 - size).max(0.0);
+    ((room / per_row).ceil() as usize).clamp(1, SLICE_ROWS)
+}
 /// Files uploaded at once.
 const UPLOAD_CONCURRENCY: usize = 8;
 /// Above this size a file is uploaded in parts.
@@ -335,7 +348,8 @@ fn encode(
         for (key, values, part) in split_partitions(&batch, partition_columns, &data_schema)? {
             let mut offset = 0;
             while offset < part.num_rows() {
-                let len = SLICE_ROWS.min(part.num_rows() - offset);
+                let len = slice_rows(open.get(&key), options.target_file_size)
+                    .min(part.num_rows() - offset);
                 let slice = part.slice(offset, len);
                 offset += len;
                 let file = match open.get_mut(&key) {

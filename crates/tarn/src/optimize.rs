@@ -1,0 +1,284 @@
+//! Optimize: rewrite small files into files of the target size, purge deletion vectors
+//! that cover much of their file, and optionally sort rows by given columns.
+//!
+//! The rewrite changes no data (`dataChange: false`): readers of the new version see the
+//! same rows, and concurrent blind appends do not conflict with it, as it reads nothing
+//! but the files it replaces. A concurrent change to one of those files does conflict:
+//! deleted rows never come back.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
+
+use crate::dml::read_candidates;
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::properties::DEFAULT_TARGET_FILE_SIZE;
+use crate::protocol::Add;
+use crate::stats::FileStats;
+use crate::table::{Table, remove_of};
+use crate::txn::CommitOutcome;
+use crate::write::{FileWriteOptions, write_files};
+
+/// What an optimize did.
+#[derive(Debug, Clone)]
+pub struct OptimizeOutcome {
+    /// The commit (no attempts when there was nothing to rewrite).
+    pub commit: CommitOutcome,
+    /// Files rewritten (removed).
+    pub files_removed: usize,
+    /// Files written.
+    pub files_added: usize,
+    /// Partitions that were rewritten.
+    pub partitions_optimized: usize,
+    /// Deletion vectors purged by rewriting their files.
+    pub deletion_vectors_purged: usize,
+    /// Rows written.
+    pub rows: u64,
+    /// Bytes of the files removed.
+    pub bytes_removed: u64,
+    /// Bytes of the files written.
+    pub bytes_added: u64,
+    /// Wall-clock time.
+    pub duration: Duration,
+}
+
+/// An optimize being configured; run it with [`execute`](Self::execute).
+#[derive(Debug)]
+#[must_use]
+pub struct OptimizeBuilder<'a> {
+    table: &'a mut Table,
+    target_size: Option<u64>,
+    dv_threshold: f64,
+    sort_by: Vec<String>,
+    filter: Option<Expr>,
+}
+
+impl Table {
+    /// Starts an optimize of the table.
+    pub fn optimize(&mut self) -> OptimizeBuilder<'_> {
+        OptimizeBuilder {
+            table: self,
+            target_size: None,
+            dv_threshold: 0.1,
+            sort_by: Vec::new(),
+            filter: None,
+        }
+    }
+}
+
+impl OptimizeBuilder<'_> {
+    /// The size files are packed up to (default: `delta.targetFileSize`, else 128 MiB).
+    /// Files smaller than it are compaction candidates.
+    pub fn target_size(mut self, bytes: u64) -> Self {
+        self.target_size = Some(bytes);
+        self
+    }
+
+    /// Files whose deletion vector marks more than this share of their rows are rewritten
+    /// without the deleted rows (default 0.1).
+    pub fn deletion_vector_threshold(mut self, share: f64) -> Self {
+        self.dv_threshold = share.clamp(0.0, 1.0);
+        self
+    }
+
+    /// Rewrites every file of each partition sorted by these columns.
+    pub fn sort_by(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.sort_by = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Only the partitions this predicate (on partition columns) names.
+    pub fn filter(mut self, predicate: Expr) -> Self {
+        self.filter = Some(predicate);
+        self
+    }
+
+    /// Rewrites and commits.
+    ///
+    /// Fails with [`Error::UnknownColumn`] for unknown sort columns, with
+    /// [`Error::InvalidArgument`] for a filter on non-partition columns or a zero target
+    /// size, and as [`crate::Transaction::commit`] does: with [`Error::Conflict`] when a
+    /// concurrent commit changed a file being rewritten.
+    pub async fn execute(self) -> Result<OptimizeOutcome> {
+        let started = Instant::now();
+        let OptimizeBuilder {
+            table,
+            target_size,
+            dv_threshold,
+            sort_by,
+            filter,
+        } = self;
+        let snapshot = table.snapshot().clone();
+        let target = target_size
+            .or_else(|| snapshot.properties().target_file_size())
+            .unwrap_or(DEFAULT_TARGET_FILE_SIZE);
+        if target == 0 {
+            return Err(Error::InvalidArgument {
+                name: "target_size",
+                reason: "must be positive".into(),
+            });
+        }
+        for column in &sort_by {
+            if snapshot.schema().field(column).is_none() {
+                return Err(Error::UnknownColumn {
+                    column: column.clone(),
+                    available: snapshot.schema().field_names(),
+                });
+            }
+        }
+        let files: Vec<Add> = match &filter {
+            Some(predicate) => {
+                let partitions: Vec<&str> = snapshot
+                    .partition_columns()
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect();
+                let bound = predicate.bind(snapshot.schema())?;
+                if let Some(other) = bound
+                    .columns()
+                    .into_iter()
+                    .find(|c| !partitions.contains(&c.root()))
+                {
+                    return Err(Error::InvalidArgument {
+                        name: "filter",
+                        reason: format!(
+                            "{other} is not a partition column; optimize works on whole partitions"
+                        ),
+                    });
+                }
+                snapshot.scan().filter(predicate.clone()).plan()?.files
+            }
+            None => snapshot.files().cloned().collect(),
+        };
+
+        // Candidates per partition.
+        let mut partitions: BTreeMap<Vec<(String, Option<String>)>, Vec<Add>> = BTreeMap::new();
+        for add in files {
+            let key: Vec<(String, Option<String>)> =
+                add.partition_values.clone().into_iter().collect();
+            partitions.entry(key).or_default().push(add);
+        }
+        let mut outcome = OptimizeOutcome {
+            commit: CommitOutcome {
+                version: snapshot.version(),
+                attempts: 0,
+                txn_id: String::new(),
+                rebased_over: Vec::new(),
+                checkpoint: None,
+                snapshot: snapshot.clone(),
+            },
+            files_removed: 0,
+            files_added: 0,
+            partitions_optimized: 0,
+            deletion_vectors_purged: 0,
+            rows: 0,
+            bytes_removed: 0,
+            bytes_added: 0,
+            duration: Duration::ZERO,
+        };
+        let mut txn = table
+            .transaction()
+            .with_operation("OPTIMIZE")
+            .with_parameter("targetSize", target.to_string())
+            .with_parameter(
+                "zOrderBy",
+                serde_json::to_string(&sort_by).unwrap_or_default(),
+            );
+        let now = table.clock().now_ms();
+        for (_, files) in partitions {
+            let heavy = |a: &Add| {
+                let Some(dv) = &a.deletion_vector else {
+                    return false;
+                };
+                let rows = a
+                    .stats
+                    .as_deref()
+                    .and_then(FileStats::parse)
+                    .and_then(|s| s.num_records);
+                rows.is_some_and(|r| r > 0 && dv.cardinality as f64 / r as f64 > dv_threshold)
+            };
+            let candidates: Vec<Add> = if sort_by.is_empty() {
+                let chosen: Vec<Add> = files
+                    .iter()
+                    .filter(|a| (a.size as u64) < target || heavy(a))
+                    .cloned()
+                    .collect();
+                let worth = chosen.len() >= 2 || chosen.iter().any(heavy);
+                if !worth {
+                    continue;
+                }
+                chosen
+            } else {
+                files
+            };
+            if candidates.is_empty() {
+                continue;
+            }
+            let read = read_candidates(&snapshot, &candidates).await?;
+            let batches: Vec<RecordBatch> = read
+                .iter()
+                .map(|(_, r)| r.batch.clone())
+                .filter(|b| b.num_rows() > 0)
+                .collect();
+            let mut batch = concat_batches(snapshot.arrow_schema(), &batches)
+                .map_err(Error::arrow("gathering rows to optimize"))?;
+            if !sort_by.is_empty() && batch.num_rows() > 0 {
+                let columns: Vec<SortColumn> = sort_by
+                    .iter()
+                    .filter_map(|c| batch.column_by_name(c).cloned())
+                    .map(|values| SortColumn {
+                        values,
+                        options: None,
+                    })
+                    .collect();
+                let order =
+                    lexsort_to_indices(&columns, None).map_err(Error::arrow("sorting rows"))?;
+                batch = take_record_batch(&batch, &order).map_err(Error::arrow("sorting rows"))?;
+            }
+            let written = write_files(
+                snapshot.location(),
+                snapshot.schema(),
+                snapshot.partition_columns(),
+                vec![batch],
+                &FileWriteOptions {
+                    target_file_size: target,
+                    num_indexed_cols: snapshot.properties().num_indexed_cols(),
+                    writer_properties: None,
+                },
+            )
+            .await?;
+            txn.record_read_files(&candidates);
+            for add in candidates {
+                outcome.bytes_removed += add.size as u64;
+                outcome.deletion_vectors_purged += usize::from(add.deletion_vector.is_some());
+                let mut remove = remove_of(add, now);
+                remove.data_change = false;
+                txn.remove_file(remove);
+                outcome.files_removed += 1;
+            }
+            for mut add in written.adds {
+                add.data_change = false;
+                outcome.bytes_added += add.size as u64;
+                txn.add_file(add);
+                outcome.files_added += 1;
+            }
+            outcome.rows += written.rows;
+            outcome.partitions_optimized += 1;
+        }
+        if !txn.actions().is_empty() {
+            let txn = txn
+                .with_metric("numRemovedFiles", outcome.files_removed.to_string())
+                .with_metric("numAddedFiles", outcome.files_added.to_string())
+                .with_metric(
+                    "numDeletionVectorsRemoved",
+                    outcome.deletion_vectors_purged.to_string(),
+                );
+            outcome.commit = table.commit(txn).await?;
+        }
+        outcome.duration = started.elapsed();
+        Ok(outcome)
+    }
+}
