@@ -11,7 +11,7 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tarn::expr::{col, lit};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
-use tarn::{ConflictReason, Error, IsolationLevel, StoreOptions, Table, WriteMode};
+use tarn::{ChangeStrategy, ConflictReason, Error, IsolationLevel, StoreOptions, Table, WriteMode};
 
 /// The operations of the matrix; `A` and `B` are partitions of the `part` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +23,12 @@ enum Op {
     AddColumn,
     SetProperty,
     Checkpoint,
+    /// DELETE of one row (by id) copy-on-write (`false`) or merge-on-read (`true`).
+    DeleteRow(i64, bool),
+    /// UPDATE of one row, merge-on-read: `id = id + 1000`.
+    UpdateRow(i64),
+    /// OPTIMIZE: the two small files of each partition into one.
+    Optimize,
 }
 
 /// A cell's outcome: commits (C), or conflicts because of a concurrent append matching
@@ -36,8 +42,10 @@ const LEVELS: [IsolationLevel; 4] = [
 ];
 
 /// loser, winner, outcomes at SnapshotIsolation, WriteSerializable, Serializable,
-/// StrictSerializable. The winner writes into partition A; overwrite writes its rows
-/// there too.
+/// StrictSerializable. The table holds two files per partition: A (ids 0-4, 20-24) and B
+/// (10-14, 30-34). The winner writes into partition A; overwrite writes its rows there
+/// too. Row ids: 1 and 3 are in A's first file, 11 in B's. Besides the outcomes above,
+/// V: both changed the same row of a file through deletion vectors.
 const EXPECTED: &[(Op, Op, &str)] = {
     use Op::*;
     &[
@@ -118,6 +126,105 @@ const EXPECTED: &[(Op, Op, &str)] = {
         (AddColumn, Checkpoint, "C C C C"),
         (SetProperty, Checkpoint, "C C C C"),
         (Checkpoint, Checkpoint, "C C C C"),
+        // Row-level losers against the winners above.
+        (DeleteRow(1, false), Append("A"), "C C C C"),
+        (DeleteRow(1, false), Overwrite, "D D D D"),
+        (DeleteRow(1, false), OverwritePartition("A"), "D D D D"),
+        (DeleteRow(1, false), DeletePartition("A"), "D D D D"),
+        (DeleteRow(1, false), AddColumn, "M M M M"),
+        (DeleteRow(1, false), SetProperty, "M M M M"),
+        (DeleteRow(1, false), Checkpoint, "C C C C"),
+        (DeleteRow(1, true), Append("A"), "C C C C"),
+        (DeleteRow(1, true), Overwrite, "D D D D"),
+        (DeleteRow(1, true), OverwritePartition("A"), "D D D D"),
+        (DeleteRow(1, true), DeletePartition("A"), "D D D D"),
+        (DeleteRow(1, true), AddColumn, "M M M M"),
+        (DeleteRow(1, true), SetProperty, "M M M M"),
+        (DeleteRow(1, true), Checkpoint, "C C C C"),
+        (DeleteRow(3, true), Append("A"), "C C C C"),
+        (DeleteRow(3, true), Overwrite, "D D D D"),
+        (DeleteRow(3, true), OverwritePartition("A"), "D D D D"),
+        (DeleteRow(3, true), DeletePartition("A"), "D D D D"),
+        (DeleteRow(11, true), Append("A"), "C C C C"),
+        (DeleteRow(11, true), Overwrite, "D D D D"),
+        (DeleteRow(11, true), OverwritePartition("A"), "C C C C"),
+        (DeleteRow(11, true), DeletePartition("A"), "C C C C"),
+        (DeleteRow(11, true), AddColumn, "M M M M"),
+        (UpdateRow(2), Append("A"), "C C C C"),
+        (UpdateRow(2), Overwrite, "D D D D"),
+        (UpdateRow(2), OverwritePartition("A"), "D D D D"),
+        (UpdateRow(2), DeletePartition("A"), "D D D D"),
+        (UpdateRow(2), SetProperty, "M M M M"),
+        (UpdateRow(2), Checkpoint, "C C C C"),
+        (Optimize, Append("A"), "C C C C"),
+        (Optimize, Overwrite, "D D D D"),
+        (Optimize, OverwritePartition("A"), "D D D D"),
+        (Optimize, DeletePartition("A"), "D D D D"),
+        (Optimize, AddColumn, "M M M M"),
+        (Optimize, SetProperty, "M M M M"),
+        (Optimize, Checkpoint, "C C C C"),
+        // The winner deletes row 1 copy-on-write: A's first file is rewritten.
+        (Append("A"), DeleteRow(1, false), "C C C C"),
+        (Append("B"), DeleteRow(1, false), "C C C C"),
+        (Overwrite, DeleteRow(1, false), "D A A A"),
+        (OverwritePartition("A"), DeleteRow(1, false), "D A A A"),
+        (OverwritePartition("B"), DeleteRow(1, false), "C C C C"),
+        (DeletePartition("A"), DeleteRow(1, false), "D A A A"),
+        (DeletePartition("B"), DeleteRow(1, false), "C C C C"),
+        (AddColumn, DeleteRow(1, false), "C A A A"),
+        (SetProperty, DeleteRow(1, false), "C C C C"),
+        (Checkpoint, DeleteRow(1, false), "C C C C"),
+        (DeleteRow(1, false), DeleteRow(1, false), "D A A A"),
+        (DeleteRow(1, true), DeleteRow(1, false), "D A A A"),
+        (DeleteRow(3, true), DeleteRow(1, false), "D A A A"),
+        (DeleteRow(11, true), DeleteRow(1, false), "C C C C"),
+        (UpdateRow(2), DeleteRow(1, false), "D A A A"),
+        (Optimize, DeleteRow(1, false), "D D D D"),
+        // The winner deletes row 1 through a deletion vector.
+        (Append("A"), DeleteRow(1, true), "C C C C"),
+        (Overwrite, DeleteRow(1, true), "D D D D"),
+        (OverwritePartition("A"), DeleteRow(1, true), "D D D D"),
+        (OverwritePartition("B"), DeleteRow(1, true), "C C C C"),
+        (DeletePartition("A"), DeleteRow(1, true), "D D D D"),
+        (AddColumn, DeleteRow(1, true), "C R R R"),
+        (SetProperty, DeleteRow(1, true), "C C C C"),
+        (Checkpoint, DeleteRow(1, true), "C C C C"),
+        (DeleteRow(1, false), DeleteRow(1, true), "D D D D"),
+        (DeleteRow(1, true), DeleteRow(1, true), "V V V V"),
+        (DeleteRow(3, true), DeleteRow(1, true), "C C C C"),
+        (DeleteRow(11, true), DeleteRow(1, true), "C C C C"),
+        (UpdateRow(2), DeleteRow(1, true), "C C C C"),
+        (Optimize, DeleteRow(1, true), "D D D D"),
+        // The winner updates row 2 through a deletion vector and a new file.
+        (Append("A"), UpdateRow(2), "C C C C"),
+        (Overwrite, UpdateRow(2), "D A A A"),
+        (OverwritePartition("A"), UpdateRow(2), "D A A A"),
+        (OverwritePartition("B"), UpdateRow(2), "C C C C"),
+        (DeletePartition("A"), UpdateRow(2), "D A A A"),
+        (AddColumn, UpdateRow(2), "C A A A"),
+        (SetProperty, UpdateRow(2), "C C C C"),
+        (Checkpoint, UpdateRow(2), "C C C C"),
+        (DeleteRow(1, false), UpdateRow(2), "D D D D"),
+        (DeleteRow(1, true), UpdateRow(2), "C C C C"),
+        (DeleteRow(3, true), UpdateRow(2), "C C C C"),
+        (DeleteRow(11, true), UpdateRow(2), "C C C C"),
+        (UpdateRow(2), UpdateRow(2), "V V V V"),
+        (Optimize, UpdateRow(2), "D D D D"),
+        // The winner optimizes: every file rewritten, no data changed.
+        (Append("A"), Optimize, "C C C C"),
+        (Append("B"), Optimize, "C C C C"),
+        (Overwrite, Optimize, "D D D D"),
+        (OverwritePartition("A"), Optimize, "D D D D"),
+        (OverwritePartition("B"), Optimize, "D D D D"),
+        (DeletePartition("A"), Optimize, "D D D D"),
+        (AddColumn, Optimize, "C R R R"),
+        (SetProperty, Optimize, "C C C C"),
+        (Checkpoint, Optimize, "C C C C"),
+        (DeleteRow(1, false), Optimize, "D D D D"),
+        (DeleteRow(1, true), Optimize, "D D D D"),
+        (DeleteRow(11, true), Optimize, "D D D D"),
+        (UpdateRow(2), Optimize, "D D D D"),
+        (Optimize, Optimize, "D D D D"),
     ]
 };
 
@@ -181,6 +288,34 @@ async fn run(op: Op, table: &mut Table) -> tarn::Result<Option<u32>> {
             table.checkpoint().await?;
             None
         }
+        Op::DeleteRow(id, mor) => {
+            let strategy = if mor {
+                ChangeStrategy::MergeOnRead
+            } else {
+                ChangeStrategy::CopyOnWrite
+            };
+            Some(
+                table
+                    .delete(col("id").eq(lit(id)))
+                    .strategy(strategy)
+                    .execute()
+                    .await?
+                    .commit
+                    .attempts,
+            )
+        }
+        Op::UpdateRow(id) => Some(
+            table
+                .update()
+                .filter(col("id").eq(lit(id)))
+                .set("id", col("id") + lit(1000i64))
+                .strategy(ChangeStrategy::MergeOnRead)
+                .execute()
+                .await?
+                .commit
+                .attempts,
+        ),
+        Op::Optimize => Some(table.optimize().execute().await?.commit.attempts),
     };
     Ok(attempts)
 }
@@ -193,6 +328,7 @@ fn code(result: &tarn::Result<Option<u32>>) -> String {
             ConflictReason::ConcurrentDeleteDelete { .. } => "D".into(),
             ConflictReason::ConcurrentDeleteRead { .. } => "R".into(),
             ConflictReason::MetadataChanged => "M".into(),
+            ConflictReason::ConcurrentDeletionVectorOverlap { .. } => "V".into(),
             other => format!("{other:?}"),
         },
         Err(e) => format!("error: {e}"),
@@ -236,7 +372,13 @@ async fn cell(
         .execute()
         .await
         .unwrap();
+    let _ = setup
+        .set_properties([("delta.enableDeletionVectors", "true")])
+        .await
+        .unwrap();
     setup.append([rows("A", 0), rows("B", 10)]).await.unwrap();
+    setup.append([rows("A", 20), rows("B", 30)]).await.unwrap();
+    let base = setup.version();
     let mut w = open().await.unwrap().with_isolation(level);
     let mut l = open().await.unwrap().with_isolation(level);
     run(winner, &mut w)
@@ -253,7 +395,7 @@ async fn cell(
                 return Err(format!("committed in {attempts} attempts, expected {want}"));
             }
             let latest = open().await.unwrap();
-            if latest.version() != l.version() || l.version() != if raced { 3 } else { 2 } {
+            if latest.version() != l.version() || l.version() != base + want as i64 {
                 return Err(format!(
                     "loser at {}, table at {}",
                     l.version(),
@@ -266,8 +408,11 @@ async fn cell(
                 winning_version, ..
             }),
             _,
-        ) if *winning_version != 2 => {
-            return Err(format!("conflict names version {winning_version}, not 2"));
+        ) if *winning_version != base + 1 => {
+            return Err(format!(
+                "conflict names version {winning_version}, not {}",
+                base + 1
+            ));
         }
         _ => {}
     }
@@ -304,5 +449,5 @@ async fn matrix(backend: Backend) {
         failures.len(),
         failures.join("\n")
     );
-    assert_eq!(EXPECTED.len(), 70, "ten losers by seven winners");
+    assert_eq!(EXPECTED.len(), 164);
 }
