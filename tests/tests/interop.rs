@@ -199,3 +199,161 @@ async fn tables_deltalake_writes_read_the_same_through_tarn() {
         .unwrap();
     assert!(partition.skipped_by_partition > 0);
 }
+
+/// Every storage form a row-level change leaves on disk (files rewritten by copy-on-write,
+/// deletion vectors inline and in `deletion_vector_<uuid>.bin` files, a second DV on a
+/// file unioned, optimize purging DVs, a checkpoint carrying DV descriptors) reads back
+/// through deltalake with the rows Tarn reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_tarn_changed_read_the_same_through_deltalake() {
+    use tarn::ChangeStrategy;
+    use tarn::expr::{source_col, target_col};
+
+    let root = tempfile::tempdir().unwrap();
+
+    // Copy-on-write: rewritten files and remove actions.
+    let cow = root.path().join("cow");
+    let mut table = Table::create(cow.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    for i in 0..3 {
+        table
+            .append([sales_batch(i * 50, i * 50 + 50)])
+            .await
+            .unwrap();
+    }
+    let deleted = table
+        .delete(col("amount").lt(lit(30.0)))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(deleted.metrics.rows_deleted, 20);
+    assert_eq!(deleted.metrics.deletion_vectors_written, 0);
+    assert_same_through_deltalake(&table, &cow, "copy-on-write delete").await;
+    table
+        .update()
+        .filter(col("id").gt(lit(120)))
+        .set("amount", col("amount") * lit(2.0) + lit(1.0))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    assert_same_through_deltalake(&table, &cow, "copy-on-write update").await;
+
+    // Merge-on-read: deletion vectors, inline first.
+    let mor = root.path().join("mor");
+    let mut table = Table::create(mor.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_property("delta.enableDeletionVectors", "true")
+        .with_property("delta.checkpointInterval", "100")
+        .execute()
+        .await
+        .unwrap();
+    for i in 0..3 {
+        table
+            .append([sales_batch(i * 100, i * 100 + 100)])
+            .await
+            .unwrap();
+    }
+    let outcome = table
+        .delete(col("id").eq(lit(7)))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome.metrics.deletion_vectors_written, 1);
+    let inline = table
+        .snapshot()
+        .files()
+        .filter_map(|a| a.deletion_vector.as_ref())
+        .filter(|d| d.storage_type == "i")
+        .count();
+    assert_eq!(inline, 1, "one deleted row goes inline");
+    assert_same_through_deltalake(&table, &mor, "inline deletion vector").await;
+
+    // Then in files: every DV of this change goes to one `.bin` file, and the file that
+    // already had an inline DV gets the union.
+    let _ = table
+        .set_properties([(tarn::dml::INLINE_DV_PROPERTY, "0")])
+        .await
+        .unwrap();
+    let outcome = table
+        .delete(col("id").lt(lit(5)).or(col("id").gt(lit(250))))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome.metrics.deletion_vectors_written, 2);
+    let dv_files: Vec<_> = std::fs::read_dir(&mor)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.starts_with("deletion_vector_").then_some(name)
+        })
+        .collect();
+    assert_eq!(dv_files.len(), 1, "{dv_files:?}");
+    let unioned = table
+        .snapshot()
+        .files()
+        .filter_map(|a| a.deletion_vector.as_ref())
+        .find(|d| d.storage_type == "u" && d.cardinality == 6)
+        .cloned();
+    assert!(unioned.is_some(), "ids 0..5 and 7 in one file's DV");
+    assert_same_through_deltalake(&table, &mor, "deletion vectors in a file").await;
+
+    // A merge-on-read update and merge: DVs plus new files for the changed rows.
+    table
+        .update()
+        .filter(col("id").gt(lit(100)).and(col("id").lt(lit(110))))
+        .set("customer", lit("updated"))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    let source = sales_batch(190, 320);
+    table
+        .merge([source])
+        .on(["id"])
+        .when_matched_update(None, [("amount", source_col("amount") * lit(-1.0))])
+        .when_not_matched_insert_all(Some(source_col("id").lt(lit(310))))
+        .when_not_matched_by_source_delete(Some(target_col("id").lt(lit(20))))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_same_through_deltalake(&table, &mor, "merge-on-read update and merge").await;
+
+    // A checkpoint carrying the DV descriptors, then a commit on top of it.
+    table.checkpoint().await.unwrap();
+    assert!(mor.join("_delta_log/_last_checkpoint").exists());
+    table
+        .delete(col("id").eq(lit(150)))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    let reopened = Table::open(mor.to_str().unwrap()).await.unwrap();
+    assert_same_through_deltalake(&reopened, &mor, "checkpointed deletion vectors").await;
+
+    // Optimize purges the DVs: files rewritten without the deleted rows.
+    let optimized = table
+        .optimize()
+        .deletion_vector_threshold(0.0)
+        .execute()
+        .await
+        .unwrap();
+    assert!(optimized.deletion_vectors_purged > 0);
+    assert_eq!(
+        table
+            .snapshot()
+            .files()
+            .filter(|a| a.deletion_vector.is_some())
+            .count(),
+        0
+    );
+    assert_same_through_deltalake(&table, &mor, "optimized").await;
+}
