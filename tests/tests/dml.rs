@@ -696,3 +696,132 @@ async fn optimize_commutes_with_blind_appends_but_not_with_changes_to_its_files(
         .unwrap_err();
     assert!(matches!(err, Error::Conflict { .. }), "{err}");
 }
+
+/// Bad input to a row-level change is a typed error, and nothing is committed: unknown
+/// columns and mistyped literals in predicates, clause conditions and assignments; a
+/// source key matching two target rows; a DV file of Tarn's own that is damaged.
+#[tokio::test]
+async fn bad_input_is_refused_and_nothing_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target {
+        location: tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap(),
+        _dir: None,
+    };
+    let (mut t, model) = table(&target, ChangeStrategy::MergeOnRead).await;
+    let version = t.version();
+
+    let err = t
+        .delete(col("nope").eq(lit(1)))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::UnknownColumn { column, .. } if column == "nope"),
+        "{err}"
+    );
+    let err = t
+        .delete(col("amount").eq(lit("a lot")))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TypeMismatch { .. }), "{err}");
+    let err = t
+        .update()
+        .filter(col("country").gt(lit(3)))
+        .set("note", lit("x"))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TypeMismatch { .. }), "{err}");
+    let err = t
+        .update()
+        .set("amount", col("missing") + lit(1.0))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownColumn { .. }), "{err}");
+    let (source, _) = rows(0..5);
+    let err = t
+        .merge([source.clone()])
+        .on(["id"])
+        .when_matched_update(None, [("amount", source_col("nope"))])
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownColumn { .. }), "{err}");
+    let err = t
+        .merge([source.clone()])
+        .on(["id"])
+        .when_matched_delete(Some(target_col("note").lt(lit(2.5))))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TypeMismatch { .. }), "{err}");
+    let err = t
+        .merge([source.clone()])
+        .on(["no_such_key"])
+        .when_matched_delete(None)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownColumn { .. }), "{err}");
+    assert_eq!(t.version(), version, "nothing committed");
+    assert_eq!(read(t.snapshot()).await, model);
+
+    // A target that holds id 3 twice: one source row matching both is ambiguous.
+    let (again, _) = rows(3..4);
+    t.append([again]).await.unwrap();
+    let version = t.version();
+    let err = t
+        .merge([source])
+        .on(["id"])
+        .when_matched_update_all(None)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::MergeDuplicateMatch { .. }), "{err}");
+    assert_eq!(t.version(), version, "nothing committed");
+
+    // A DV file of Tarn's own, truncated: reads and further changes of the file fail
+    // naming it, and nothing is committed.
+    let _ = t
+        .set_properties([(tarn::dml::INLINE_DV_PROPERTY, "0")])
+        .await
+        .unwrap();
+    t.delete(col("id").eq(lit(10))).execute().await.unwrap();
+    let version = t.version();
+    let dv_file = std::fs::read_dir(dir.path().join("t"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("deletion_vector_")
+        })
+        .unwrap();
+    let good = std::fs::read(&dv_file).unwrap();
+    std::fs::write(&dv_file, &good[..good.len() - 3]).unwrap();
+    let name = dv_file.file_name().unwrap().to_string_lossy().into_owned();
+    let fresh = Table::open_location(target.location.clone()).await.unwrap();
+    let err = fresh.scan().collect().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidDeletionVector { location, .. } if location.contains(&name)),
+        "{err}"
+    );
+    let err = t.delete(col("id").eq(lit(11))).execute().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidDeletionVector { location, .. } if location.contains(&name)),
+        "{err}"
+    );
+    // A flipped bit: the checksum names the file too.
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x10;
+    std::fs::write(&dv_file, &flipped).unwrap();
+    let err = fresh.scan().collect().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidDeletionVector { location, .. } if location.contains(&name)),
+        "{err}"
+    );
+    assert_eq!(t.version(), version, "nothing committed");
+}
