@@ -5,12 +5,18 @@
 //! because on S3 those, not CPU, make most of the time.
 
 pub mod concurrency;
+pub mod r#gen;
+pub mod plot;
+pub mod queries;
+pub mod report;
+pub mod workloads;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use object_store::ObjectStore;
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStore, ObjectStoreExt};
 use tarn_store::{
     CountingStore, LatencyProfile, LatencyStore, RequestCounter, RequestCounts, StoreLocation,
     StoreOptions,
@@ -162,4 +168,102 @@ pub fn golden_root() -> PathBuf {
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/delta-golden")
         })
+}
+
+/// Errors a workload reports: Tarn's, the store's, I/O.
+pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where and how the workloads run: the URL every table goes under, the latency profile
+/// replayed on measured operations, the scale of the data and the runs per measurement.
+#[derive(Debug, Clone)]
+pub struct Bench {
+    /// A local directory, `memory://...` or `s3://bucket/prefix`; tables go beneath it.
+    pub root: String,
+    /// Store options (S3 endpoint, credentials) beside the environment's.
+    pub options: StoreOptions,
+    /// Latency replayed on measured operations (setup runs without it).
+    pub profile: LatencyProfile,
+    /// Multiplies every workload's row and file counts (1.0: the default replay).
+    pub scale: f64,
+    /// Runs per measurement; the tables report their median and tail.
+    pub runs: usize,
+    /// Seed of the data generators and the latency replay.
+    pub seed: u64,
+}
+
+impl Bench {
+    /// The URL of the table `name` under the root.
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/{}", self.root.trim_end_matches('/'), name)
+    }
+
+    /// The table `name`, unwrapped: for setup, which should not pay replayed latency.
+    ///
+    /// Fails when the URL cannot be opened.
+    pub fn plain(&self, name: &str) -> Result<StoreLocation, tarn_store::Error> {
+        tarn_store::open_with_options(&self.url(name), &self.options)
+    }
+
+    /// The table `name` under the latency profile and a request counter; `run` varies the
+    /// latency seed between runs.
+    ///
+    /// Fails when the URL cannot be opened.
+    pub fn measured(&self, name: &str, run: usize) -> Result<Measured, tarn_store::Error> {
+        Ok(wrap(
+            self.plain(name)?,
+            &self.profile,
+            self.seed.wrapping_add(run as u64),
+        ))
+    }
+
+    /// `base` scaled, at least `min`.
+    pub fn scaled(&self, base: u64, min: u64) -> u64 {
+        ((base as f64 * self.scale).round() as u64).max(min)
+    }
+
+    /// Deletes every object of the table `name`, so a workload starts from nothing.
+    ///
+    /// Fails when listing or deleting fails.
+    pub async fn clear(&self, name: &str) -> Result<(), BenchError> {
+        let location = self.plain(name)?;
+        let store = Arc::clone(location.store());
+        let paths = store
+            .list(Some(location.root()))
+            .map_ok(|m| m.location)
+            .boxed();
+        store.delete_stream(paths).try_collect::<Vec<_>>().await?;
+        Ok(())
+    }
+
+    /// Copies every object of table `from` to table `to` (server-side on S3), so each
+    /// case of a mutating workload starts from the same table without regenerating it.
+    ///
+    /// Fails when listing or copying fails.
+    pub async fn copy_table(&self, from: &str, to: &str) -> Result<(), BenchError> {
+        self.clear(to).await?;
+        let source = self.plain(from)?;
+        let target = self.plain(to)?;
+        let store = Arc::clone(source.store());
+        let objects: Vec<_> = store
+            .list(Some(source.root()))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await?;
+        let prefix = source.root().as_ref().len();
+        futures::stream::iter(objects)
+            .map(|path| {
+                let relative = path.as_ref()[prefix..].trim_start_matches('/').to_string();
+                let to = object_store::path::Path::from(format!(
+                    "{}/{}",
+                    target.root().as_ref(),
+                    relative
+                ));
+                let store = Arc::clone(target.store());
+                async move { store.copy(&path, &to).await }
+            })
+            .buffer_unordered(32)
+            .try_collect::<Vec<_>>()
+            .await?;
+        Ok(())
+    }
 }

@@ -1,33 +1,63 @@
-//! `tarn-bench`: runs Tarn's benchmark workloads and prints what they measured, as a table
-//! and as JSON lines.
+//! `tarn-bench`: replays the lakehouse benchmark workloads (LHBench, the Brooklyn Data
+//! mutation benchmark) on a local directory, memory or S3, with S3's latencies replayed
+//! if asked, and prints what they measured as a table, JSON lines and SVG charts.
+//!
+//! With no subcommand it runs every workload at the default scale on
+//! `target/tarn-bench`: the README's first command.
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use arrow::array::RecordBatch;
 use clap::{Parser, Subcommand};
 use tarn::Snapshot;
-use tarn_bench::{Sample, Summary, golden_root, sample, wrap};
-use tarn_store::LatencyProfile;
+use tarn_bench::plot::{Chart, Series};
+use tarn_bench::report::{Record, Reporter};
+use tarn_bench::{Bench, BenchError, Sample, Summary, golden_root, sample, workloads, wrap};
+use tarn_store::{LatencyProfile, StoreOptions};
 
 #[derive(Parser)]
 #[command(version, about = "Tarn's benchmark runner")]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
-    /// Latency profile replayed on the store: none, s3-standard or s3-express.
+    command: Option<Command>,
+    /// Where the tables go: a directory, memory://name, or s3://bucket/prefix (credentials,
+    /// region and endpoint from the AWS_* environment; `--x-s3` buckets are S3 Express).
+    #[arg(long, global = true, default_value = "target/tarn-bench")]
+    url: String,
+    /// Latency profile replayed on measured operations: none, s3-standard or s3-express.
     #[arg(long, global = true, default_value = "none")]
     profile: String,
-    /// Runs per measurement.
-    #[arg(long, global = true, default_value_t = 5)]
+    /// Multiplies row and file counts: 1 is the default replay (1M-row tables, 1K and 10K
+    /// files); 10 gives LHBench's 10M rows and 100K files; 0.1 is CI's smoke run.
+    #[arg(long, global = true, default_value_t = 1.0)]
+    scale: f64,
+    /// Runs per measurement (medians and tails are over these).
+    #[arg(long, global = true, default_value_t = 3)]
     runs: usize,
-    /// Also append each result as a JSON line to this file.
+    /// Seed of the data generators and the latency replay.
+    #[arg(long, global = true, default_value_t = 42)]
+    seed: u64,
+    /// Append every result as a JSON line to this file.
+    #[arg(long, global = true, default_value = "target/tarn-bench/results.jsonl")]
+    json: PathBuf,
+    /// Write charts (SVG) into this directory.
     #[arg(long, global = true)]
-    json: Option<PathBuf>,
+    plot: Option<PathBuf>,
 }
 
-#[derive(Subcommand)]
+#[derive(Subcommand, Clone)]
 enum Command {
+    /// Every workload below, in order (the default).
+    All,
+    /// Rows/s and MB/s writing store_sales and the LHBench table.
+    Load,
+    /// The LHBench merge microbenchmark, copy-on-write against merge-on-read.
+    Merge,
+    /// The Brooklyn Data mutation sequence: upsert, three deletes, a GDPR delete.
+    Mutations,
+    /// Open, refresh and selective queries on tables of 1K, 10K (and 100K) files.
+    Files,
+    /// Cold against warm reads at several table sizes.
+    Reads,
     /// Cold open and full scan of the Spark-written golden tables.
     Golden {
         /// Only these tables (default: every table with expected rows).
@@ -35,90 +65,198 @@ enum Command {
     },
 }
 
-fn rows(batches: &[RecordBatch]) -> usize {
-    batches.iter().map(RecordBatch::num_rows).sum()
-}
-
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), BenchError> {
     let cli = Cli::parse();
     let profile = LatencyProfile::by_name(&cli.profile)?;
-    let mut json = match &cli.json {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?,
-        ),
-        None => None,
+    let bench = Bench {
+        root: cli.url.clone(),
+        options: StoreOptions::default(),
+        profile: profile.clone(),
+        scale: cli.scale,
+        runs: cli.runs.max(1),
+        seed: cli.seed,
     };
-    match cli.command {
+    let mut reporter = Reporter::new(&profile.name, Some(&cli.json), false)?;
+    println!(
+        "tarn-bench on {} (profile {}, scale {}, {} runs per measurement)\n",
+        cli.url, profile.name, cli.scale, bench.runs
+    );
+    let names: Vec<&str> = match cli.command.clone().unwrap_or(Command::All) {
+        Command::All => workloads::ALL.to_vec(),
+        Command::Load => vec!["load"],
+        Command::Merge => vec!["merge"],
+        Command::Mutations => vec!["mutations"],
+        Command::Files => vec!["files"],
+        Command::Reads => vec!["reads"],
         Command::Golden { tables } => {
-            let root = golden_root();
-            let mut names: Vec<String> = if tables.is_empty() {
-                std::fs::read_dir(&root)?
-                    .flatten()
-                    .filter(|e| e.path().join("expected").is_dir())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            } else {
-                tables
-            };
-            names.sort();
-            println!(
-                "{:<48} {:>8} {:>9} {:>9} {:>5} {:>5} {:>10} {:>9} {:>9} {:>5} {:>5} {:>11}",
-                "table (profile ".to_string() + &profile.name + ")",
-                "rows",
-                "open p50",
-                "open p90",
-                "reqs",
-                "trips",
-                "",
-                "scan p50",
-                "scan p90",
-                "reqs",
-                "trips",
-                "MB read"
-            );
-            for name in names {
-                let dir = root.join(&name).join("delta");
-                let url = dir.to_string_lossy().into_owned();
-                let (mut opens, mut scans) = (Vec::<Sample>::new(), Vec::<Sample>::new());
-                let mut row_count = 0;
-                for run in 0..cli.runs {
-                    let measured = wrap(tarn_store::open(&url)?, &profile, run as u64);
-                    let (snapshot, open) = sample(
-                        &measured.counter,
-                        Snapshot::builder(measured.location.clone()).build(),
-                    )
-                    .await?;
-                    let (batches, scan) =
-                        sample(&measured.counter, snapshot.scan().collect()).await?;
-                    row_count = rows(&batches);
-                    opens.push(open);
-                    scans.push(scan);
-                }
-                let (open, scan) = (Summary::of(&opens), Summary::of(&scans));
-                let ms = |d: std::time::Duration| format!("{:.2}ms", d.as_secs_f64() * 1e3);
-                println!(
-                    "{name:<48} {row_count:>8} {:>9} {:>9} {:>5} {:>5} {:>10} {:>9} {:>9} {:>5} {:>5} {:>11.2}",
-                    ms(open.p50),
-                    ms(open.p90),
-                    open.requests,
-                    open.round_trips,
-                    "",
-                    ms(scan.p50),
-                    ms(scan.p90),
-                    scan.requests,
-                    scan.round_trips,
-                    scan.bytes_read as f64 / 1e6
-                );
-                if let Some(file) = json.as_mut() {
-                    let extra = serde_json::json!({"table": name, "profile": profile.name, "rows": row_count});
-                    writeln!(file, "{}", open.to_json("golden.open", extra.clone()))?;
-                    writeln!(file, "{}", scan.to_json("golden.scan", extra))?;
-                }
-            }
+            golden(&bench, &tables, &mut reporter).await?;
+            vec![]
+        }
+    };
+    for name in names {
+        workloads::run(name, &bench, &mut reporter).await?;
+    }
+    if let Some(dir) = &cli.plot {
+        plot(dir, reporter.records(), &profile.name)?;
+    }
+    println!("\nJSON lines appended to {}", cli.json.display());
+    Ok(())
+}
+
+/// Cold open and full scan of the golden tables.
+async fn golden(
+    bench: &Bench,
+    tables: &[String],
+    reporter: &mut Reporter,
+) -> Result<(), BenchError> {
+    let root = golden_root();
+    let mut names: Vec<String> = if tables.is_empty() {
+        std::fs::read_dir(&root)?
+            .flatten()
+            .filter(|e| e.path().join("expected").is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    } else {
+        tables.to_vec()
+    };
+    names.sort();
+    for name in names {
+        let url = root
+            .join(&name)
+            .join("delta")
+            .to_string_lossy()
+            .into_owned();
+        let (mut opens, mut scans) = (Vec::<Sample>::new(), Vec::<Sample>::new());
+        let mut rows = 0;
+        for run in 0..bench.runs {
+            let measured = wrap(tarn_store::open(&url)?, &bench.profile, run as u64);
+            let (snapshot, open) = sample(
+                &measured.counter,
+                Snapshot::builder(measured.location.clone()).build(),
+            )
+            .await?;
+            let (batches, scan) = sample(&measured.counter, snapshot.scan().collect()).await?;
+            rows = batches.iter().map(|b| b.num_rows()).sum::<usize>();
+            opens.push(open);
+            scans.push(scan);
+        }
+        let (open, scan) = (Summary::of(&opens), Summary::of(&scans));
+        reporter.push(
+            Record::new("golden", format!("open {name}"), open)
+                .field("table", name.as_str())
+                .field("rows", rows),
+        )?;
+        reporter.push(
+            Record::new("golden", format!("scan {name}"), scan)
+                .throughput(rows as f64 / scan.p50.as_secs_f64(), "rows/s")
+                .field("table", name.as_str())
+                .field("rows", rows),
+        )?;
+    }
+    Ok(())
+}
+
+/// Series of `y` against `x` from the records of `workload`, one per value of `by`.
+fn series(
+    records: &[Record],
+    workload: &str,
+    case_prefix: &str,
+    by: &str,
+    x: &str,
+    y: impl Fn(&Record) -> Option<f64>,
+) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for r in records
+        .iter()
+        .filter(|r| r.workload == workload && r.case.starts_with(case_prefix))
+    {
+        let (Some(group), Some(xv), Some(yv)) = (r.text(by), r.number(x), y(r)) else {
+            continue;
+        };
+        match out.iter_mut().find(|s| s.name == group) {
+            Some(s) => s.points.push((xv, yv)),
+            None => out.push(Series {
+                name: group.to_string(),
+                points: vec![(xv, yv)],
+            }),
+        }
+    }
+    out
+}
+
+/// Writes the charts the records allow: LHBench Figure 3's merge latency and post-merge
+/// query slowdown against source fraction, and open time against file count.
+fn plot(dir: &std::path::Path, records: &[Record], profile: &str) -> Result<(), BenchError> {
+    std::fs::create_dir_all(dir)?;
+    let ms = |r: &Record| Some(r.summary.p50.as_secs_f64() * 1e3);
+    let charts = [
+        (
+            "merge-latency.svg",
+            Chart {
+                title: format!("Merge latency (LHBench merge, profile {profile})"),
+                x_label: "source rows, % of the table".into(),
+                y_label: "merge time, median ms".into(),
+                log_x: true,
+                log_y: true,
+                series: series(
+                    records,
+                    "merge",
+                    "copy-on-write",
+                    "strategy",
+                    "fraction_pct",
+                    ms,
+                )
+                .into_iter()
+                .chain(series(
+                    records,
+                    "merge",
+                    "merge-on-read",
+                    "strategy",
+                    "fraction_pct",
+                    ms,
+                ))
+                .collect(),
+            },
+        ),
+        (
+            "merge-slowdown.svg",
+            Chart {
+                title: format!("Read slowdown after the merge (profile {profile})"),
+                x_label: "source rows, % of the table".into(),
+                y_label: "query time after / before (mean of 5 queries)".into(),
+                log_x: true,
+                log_y: false,
+                series: series(
+                    records,
+                    "merge",
+                    "queries after",
+                    "strategy",
+                    "fraction_pct",
+                    |r| r.number("mean_slowdown"),
+                ),
+            },
+        ),
+        (
+            "open-time.svg",
+            Chart {
+                title: format!("Snapshot open and refresh against file count (profile {profile})"),
+                x_label: "data files in the table".into(),
+                y_label: "median ms".into(),
+                log_x: true,
+                log_y: true,
+                series: series(records, "files", "", "case", "files", ms)
+                    .into_iter()
+                    .filter(|s| s.name == "cold open" || s.name == "warm refresh")
+                    .collect(),
+            },
+        ),
+    ];
+    for (file, chart) in charts {
+        if chart.series.iter().any(|s| !s.points.is_empty()) {
+            let path = dir.join(file);
+            std::fs::write(&path, chart.to_svg())?;
+            println!("chart: {}", path.display());
         }
     }
     Ok(())

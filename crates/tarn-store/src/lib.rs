@@ -31,6 +31,7 @@ pub use error::{Error, Result};
 pub use fault::{Fault, FaultControl, FaultOp, FaultRule, FaultStore, InjectedFault, is_injected};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
 pub use location::{StoreLocation, StoreOptions, open, open_with_options};
+pub use random::SplitMix64;
 
 /// Re-export of the `object_store` crate this crate is built on, so users name one version.
 pub use object_store;

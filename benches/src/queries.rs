@@ -1,0 +1,103 @@
+//! The read queries the workloads time, run through Tarn's scan with the narrowest
+//! projection each needs (as an engine on top of Tarn would push it down): the LHBench
+//! merge queries and the mutation benchmark's reads.
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::kernels::aggregate::sum;
+use arrow::datatypes::{Float64Type, Int64Type};
+use futures::TryStreamExt;
+use tarn::Snapshot;
+use tarn::expr::{Expr, col};
+
+/// A query: its name, the columns it reads, an optional filter, and how it folds rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Query {
+    /// `SELECT COUNT(*)`.
+    Count,
+    /// `SELECT COUNT(*) WHERE key IS NOT NULL`.
+    CountKeyNotNull,
+    /// `SELECT SUM(key)`.
+    SumKey,
+    /// `SELECT SUM(value)`.
+    SumValue,
+    /// `SELECT SUM(CAST(value2 AS DOUBLE))`.
+    SumValue2,
+    /// `SELECT COUNT(*)` of the sales table.
+    CountSales,
+    /// `SELECT SUM(net_paid)` of the sales table.
+    SumNetPaid,
+}
+
+/// The five LHBench merge queries.
+pub const MERGE_QUERIES: [Query; 5] = [
+    Query::Count,
+    Query::CountKeyNotNull,
+    Query::SumKey,
+    Query::SumValue,
+    Query::SumValue2,
+];
+
+impl Query {
+    /// The query as SQL, for tables and charts.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Query::Count => "COUNT(*)",
+            Query::CountKeyNotNull => "COUNT(*) WHERE key IS NOT NULL",
+            Query::SumKey => "SUM(key)",
+            Query::SumValue => "SUM(value)",
+            Query::SumValue2 => "SUM(CAST(value2 AS DOUBLE))",
+            Query::CountSales => "COUNT(*)",
+            Query::SumNetPaid => "SUM(net_paid)",
+        }
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            Query::Count | Query::CountKeyNotNull | Query::SumKey => "key",
+            Query::SumValue => "value",
+            Query::SumValue2 => "value2",
+            Query::CountSales => "sale_id",
+            Query::SumNetPaid => "net_paid",
+        }
+    }
+
+    fn filter(self) -> Option<Expr> {
+        (self == Query::CountKeyNotNull).then(|| col("key").is_not_null())
+    }
+
+    fn fold(self, batch: &RecordBatch) -> Result<f64, crate::BenchError> {
+        let column = batch.column(0);
+        Ok(match self {
+            Query::Count | Query::CountSales => batch.num_rows() as f64,
+            Query::CountKeyNotNull => (column.len() - column.null_count()) as f64,
+            Query::SumKey => sum(column.as_primitive::<Int64Type>()).unwrap_or(0) as f64,
+            Query::SumValue | Query::SumNetPaid => {
+                sum(column.as_primitive::<Float64Type>()).unwrap_or(0.0)
+            }
+            Query::SumValue2 => {
+                let strings = column.as_string::<i32>();
+                let mut total = 0.0;
+                for v in strings.iter().flatten() {
+                    total += v.parse::<f64>().map_err(|e| format!("value2 {v:?}: {e}"))?;
+                }
+                total
+            }
+        })
+    }
+
+    /// Runs the query on `snapshot`, returning its single value.
+    ///
+    /// Fails when the scan fails.
+    pub async fn run(self, snapshot: &Snapshot) -> Result<f64, crate::BenchError> {
+        let mut scan = snapshot.scan().select([self.column()]);
+        if let Some(filter) = self.filter() {
+            scan = scan.filter(filter);
+        }
+        let mut stream = scan.execute().await?;
+        let mut total = 0.0;
+        while let Some(batch) = stream.try_next().await? {
+            total += self.fold(&batch)?;
+        }
+        Ok(total)
+    }
+}
