@@ -661,15 +661,16 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             for run in 0..bench.runs {
                 let measured = bench.measured(&name, run)?;
                 let table = Table::open_location(measured.location.clone()).await?;
+                let mut scan = table.scan();
+                if let Some(f) = &filter {
+                    scan = scan.filter(f.clone());
+                }
+                // Planning alone, then the whole query (which plans again) as the total.
+                let started = Instant::now();
+                let plan = scan.plan()?;
+                plans.push(started.elapsed());
+                read_files = plan.files.len();
                 let (rows, s) = sample(&measured.counter, async {
-                    let mut scan = table.scan();
-                    if let Some(f) = &filter {
-                        scan = scan.filter(f.clone());
-                    }
-                    let started = Instant::now();
-                    let plan = scan.plan()?;
-                    plans.push(started.elapsed());
-                    read_files = plan.files.len();
                     let mut stream = scan.execute().await?;
                     let mut rows = 0u64;
                     while let Some(batch) = stream.try_next().await? {
