@@ -306,7 +306,19 @@ pub(crate) struct FileRows {
 
 /// Reads every live row of a file with its position (row groups in order, no pruning).
 pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<FileRows> {
-    let ctx = Arc::new(snapshot.scan().context()?);
+    read_file_rows_of(&snapshot.scan(), add, None).await
+}
+
+/// Reads the live rows of a file with their positions: the columns `scan` selects and, when
+/// `only` is given, only the rows at those positions (decoded through a row selection, so
+/// the rest of each page is skipped).
+pub(crate) async fn read_file_rows_of(
+    scan: &Scan,
+    add: &Add,
+    only: Option<&RoaringTreemap>,
+) -> Result<FileRows> {
+    let snapshot = &scan.snapshot;
+    let ctx = Arc::new(scan.context()?);
     let location = snapshot.location();
     let path = paths::resolve(location, &add.path)?;
     let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
@@ -334,11 +346,17 @@ pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<Fil
     roots.dedup();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let physical_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-    let stream = builder
-        .with_projection(mask)
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(Error::parquet(&path))?;
+    let mut builder = builder.with_projection(mask).with_batch_size(64 * 1024);
+    // The file positions the batches hold, in order.
+    let read_positions: Vec<u64> = match only {
+        Some(wanted) => {
+            let wanted: Vec<u64> = wanted.iter().filter(|p| *p < physical_rows).collect();
+            builder = builder.with_row_selection(selection_of(&wanted, physical_rows));
+            wanted
+        }
+        None => (0..physical_rows).collect(),
+    };
+    let stream = builder.build().map_err(Error::parquet(&path))?;
     let stream = std::panic::AssertUnwindSafe(stream)
         .catch_unwind()
         .map(|r| r.unwrap_or_else(|panic| Err(crate::reader::decoder_panic(&panic))));
@@ -353,14 +371,26 @@ pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<Fil
         .await?;
     let all = arrow::compute::concat_batches(&ctx.output_schema, &batches)
         .map_err(Error::arrow(format!("reading {path_text}")))?;
+    if all.num_rows() != read_positions.len() {
+        return Err(Error::Parquet {
+            path: path_text,
+            source: parquet::errors::ParquetError::General(format!(
+                "read {} rows where {} were selected",
+                all.num_rows(),
+                read_positions.len()
+            )),
+        });
+    }
     let (batch, positions) = match deleted {
-        None => (all.clone(), (0..all.num_rows() as u64).collect()),
+        None => (all, read_positions),
         Some(bitmap) => {
-            let keep: arrow::array::BooleanArray = (0..all.num_rows() as u64)
-                .map(|i| Some(!bitmap.contains(i)))
+            let keep: arrow::array::BooleanArray = read_positions
+                .iter()
+                .map(|p| Some(!bitmap.contains(*p)))
                 .collect();
-            let positions = (0..all.num_rows() as u64)
-                .filter(|i| !bitmap.contains(*i))
+            let positions = read_positions
+                .into_iter()
+                .filter(|p| !bitmap.contains(*p))
                 .collect();
             let kept = filter_record_batch(&all, &keep)
                 .map_err(Error::arrow("applying a deletion vector"))?;
@@ -372,6 +402,31 @@ pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<Fil
         positions,
         physical_rows,
     })
+}
+
+/// A row selection reading exactly `wanted` (sorted, distinct) of `rows` rows.
+fn selection_of(wanted: &[u64], rows: u64) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut at = 0u64;
+    let mut i = 0;
+    while i < wanted.len() {
+        let start = wanted[i];
+        let mut end = start + 1;
+        while i + 1 < wanted.len() && wanted[i + 1] == end {
+            i += 1;
+            end += 1;
+        }
+        if start > at {
+            selectors.push(RowSelector::skip((start - at) as usize));
+        }
+        selectors.push(RowSelector::select((end - start) as usize));
+        at = end;
+        i += 1;
+    }
+    if rows > at {
+        selectors.push(RowSelector::skip((rows - at) as usize));
+    }
+    RowSelection::from(selectors)
 }
 
 /// Whether a file may hold rows matching a bound predicate, judged from its partition

@@ -45,13 +45,45 @@ impl FileKey {
     }
 }
 
+/// An iterator over a map's entries that knows how many are left.
+struct Counted<I> {
+    inner: I,
+    left: usize,
+}
+
+impl<I> Counted<I> {
+    fn new(inner: I, len: usize) -> Self {
+        Self { inner, left: len }
+    }
+}
+
+impl<I: Iterator> Iterator for Counted<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let next = self.inner.next();
+        if next.is_some() {
+            self.left = self.left.saturating_sub(1);
+        }
+        next
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for Counted<I> {}
+
 /// The reconciled actions of a log prefix.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TableState {
     pub(crate) protocol: Option<Protocol>,
     pub(crate) metadata: Option<Metadata>,
-    pub(crate) files: BTreeMap<FileKey, Add>,
-    pub(crate) tombstones: BTreeMap<FileKey, Remove>,
+    /// Persistent maps: a refresh or a commit on top of a snapshot shares its nodes and
+    /// copies O(log n) of them, instead of copying every file of the table.
+    pub(crate) files: imbl::OrdMap<FileKey, Add>,
+    pub(crate) tombstones: imbl::OrdMap<FileKey, Remove>,
     pub(crate) txns: HashMap<String, Txn>,
     pub(crate) domains: BTreeMap<String, DomainMetadata>,
     /// The `commitInfo` timestamp of the newest commit applied, when it had one.
@@ -514,12 +546,12 @@ impl Snapshot {
 
     /// The live data files.
     pub fn files(&self) -> impl ExactSizeIterator<Item = &Add> {
-        self.state.files.values()
+        Counted::new(self.state.files.values(), self.state.files.len())
     }
 
     /// The live data files with their replay keys.
     pub fn file_entries(&self) -> impl ExactSizeIterator<Item = (&FileKey, &Add)> {
-        self.state.files.iter()
+        Counted::new(self.state.files.iter(), self.state.files.len())
     }
 
     /// How many live data files there are.
@@ -529,7 +561,7 @@ impl Snapshot {
 
     /// Files removed and not yet expired from the log (`remove` tombstones).
     pub fn tombstones(&self) -> impl ExactSizeIterator<Item = &Remove> {
-        self.state.tombstones.values()
+        Counted::new(self.state.tombstones.values(), self.state.tombstones.len())
     }
 
     /// The last version an application committed with a `txn` action, if any.

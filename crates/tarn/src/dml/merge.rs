@@ -23,7 +23,7 @@ use roaring::RoaringTreemap;
 use super::update::{Assignment, assign, bind_assignment, check_partition_moves};
 use super::{
     ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now,
-    read_candidates, resolve_strategy, start, true_mask,
+    read_candidates, read_selected, resolve_strategy, start, true_mask,
 };
 use crate::conform::{Source, conform};
 use crate::error::{Error, Result};
@@ -232,8 +232,34 @@ impl MergeBuilder<'_> {
         txn.record_read_files(&files.files);
         txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
-        let targets = read_candidates(&snapshot, &files.files).await?;
-        metrics.files_scanned = targets.len();
+        metrics.files_scanned = files.files.len();
+        let targets = if by_source {
+            // Every target row may change: read them all.
+            read_candidates(&snapshot, &files.files).await?
+        } else {
+            // Keys first; then only the files a source key hits, whole for copy-on-write
+            // (they are rewritten) and just the hit rows for merge-on-read.
+            let names = plan.key_names();
+            let all = files.files.iter().cloned().map(|a| (a, None)).collect();
+            let keyed = read_selected(&snapshot.scan().select(names.clone()), all).await?;
+            let mut wanted = Vec::new();
+            for (add, rows) in keyed {
+                let hits = plan.key_hits(&rows.batch, &names)?;
+                if hits.is_empty() {
+                    continue;
+                }
+                let only = match strategy {
+                    ChangeStrategy::MergeOnRead => Some(
+                        hits.iter()
+                            .map(|h| rows.positions[*h as usize])
+                            .collect::<RoaringTreemap>(),
+                    ),
+                    ChangeStrategy::CopyOnWrite => None,
+                };
+                wanted.push((add, only));
+            }
+            read_selected(&snapshot.scan(), wanted).await?
+        };
         let mut source_matches = vec![0u32; plan.source.num_rows()];
         let mut changes = Vec::new();
         let mut new_rows = Vec::new();
@@ -557,18 +583,23 @@ impl MergePlan {
 
     /// The (target row, source row) pairs whose keys match (and that meet the extra
     /// condition).
-    fn matches(&self, target: &RecordBatch) -> Result<(Vec<u32>, Vec<u32>)> {
-        let keys: Vec<ArrayRef> = self
-            .target_keys
+    /// The names of the target's key columns, to read them alone.
+    fn key_names(&self) -> Vec<String> {
+        self.target_keys
             .iter()
-            .map(|i| Arc::clone(target.column(*i)))
-            .collect();
+            .map(|i| self.target_schema.field(*i).name().clone())
+            .collect()
+    }
+
+    /// (target row, source row) pairs whose keys are equal, for target key columns.
+    fn key_pairs(&self, keys: &[ArrayRef]) -> Result<(Vec<u32>, Vec<u32>)> {
         let rows = self
             .converter
-            .convert_columns(&keys)
+            .convert_columns(keys)
             .map_err(Error::arrow("matching merge keys"))?;
         let (mut t_idx, mut s_idx) = (Vec::new(), Vec::new());
-        for i in 0..target.num_rows() {
+        let len = keys.first().map_or(0, |k| k.len());
+        for i in 0..len {
             if keys.iter().any(|k| k.is_null(i)) {
                 continue;
             }
@@ -579,6 +610,40 @@ impl MergePlan {
                 }
             }
         }
+        Ok((t_idx, s_idx))
+    }
+
+    /// Rows of a batch of the target's key columns (read alone) whose key a source row
+    /// has: a superset of the matches, which the merge condition narrows on whole rows.
+    fn key_hits(&self, keys: &RecordBatch, names: &[String]) -> Result<Vec<u32>> {
+        let columns = names
+            .iter()
+            .map(|n| {
+                keys.column_by_name(n)
+                    .cloned()
+                    .ok_or_else(|| Error::UnknownColumn {
+                        column: n.clone(),
+                        available: keys
+                            .schema()
+                            .fields()
+                            .iter()
+                            .map(|f| f.name().clone())
+                            .collect(),
+                    })
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let (mut hits, _) = self.key_pairs(&columns)?;
+        hits.dedup();
+        Ok(hits)
+    }
+
+    fn matches(&self, target: &RecordBatch) -> Result<(Vec<u32>, Vec<u32>)> {
+        let keys: Vec<ArrayRef> = self
+            .target_keys
+            .iter()
+            .map(|i| Arc::clone(target.column(*i)))
+            .collect();
+        let (mut t_idx, mut s_idx) = self.key_pairs(&keys)?;
         if let Some(condition) = &self.condition {
             let pairs = self.pairs(target, &t_idx, &s_idx)?;
             let keep = true_mask(evaluate_predicate(condition, &pairs)?);

@@ -30,7 +30,7 @@ pub use update::UpdateBuilder;
 use crate::dv::{DvFileWriter, describe_bitmap};
 use crate::error::{Error, Result};
 use crate::protocol::{Add, DeletionVectorDescriptor};
-use crate::scan::{FileRows, load_deletion_vector, read_file_rows};
+use crate::scan::{FileRows, Scan, load_deletion_vector, read_file_rows, read_file_rows_of};
 use crate::snapshot::Snapshot;
 use crate::table::remove_of;
 use crate::txn::{CommitOutcome, Transaction};
@@ -136,6 +136,22 @@ pub(crate) async fn read_candidates(
     futures::stream::iter(files.iter().cloned())
         .map(|add| async move {
             let rows = read_file_rows(snapshot, &add).await?;
+            Ok::<_, Error>((add, rows))
+        })
+        .buffered(READ_CONCURRENCY)
+        .try_collect()
+        .await
+}
+
+/// Reads `files` through `scan` (its projection), each restricted to the positions beside
+/// it when given.
+pub(crate) async fn read_selected(
+    scan: &Scan,
+    files: Vec<(Add, Option<RoaringTreemap>)>,
+) -> Result<Vec<(Add, FileRows)>> {
+    futures::stream::iter(files)
+        .map(|(add, only)| async move {
+            let rows = read_file_rows_of(scan, &add, only.as_ref()).await?;
             Ok::<_, Error>((add, rows))
         })
         .buffered(READ_CONCURRENCY)
