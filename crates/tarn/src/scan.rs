@@ -17,11 +17,12 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 
 use crate::reader::ObjectFileReader;
 use parquet::basic::Type as PhysicalType;
+use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringTreemap;
 
 use tarn_store::StoreLocation;
@@ -327,12 +328,21 @@ pub(crate) async fn read_file_rows_of(
         .deletion_vector
         .as_ref()
         .map(|dv| load_deletion_vector(location, dv));
-    let (builder, deleted) = futures::join!(ParquetRecordBatchStreamBuilder::new(reader), async {
-        match deletion {
-            Some(f) => f.await.map(Some),
-            None => Ok(None),
+    // With a few rows wanted, the offset index lets the reader fetch only their pages.
+    let options = if only.is_some() {
+        ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional)
+    } else {
+        ArrowReaderOptions::new()
+    };
+    let (builder, deleted) = futures::join!(
+        ParquetRecordBatchStreamBuilder::new_with_options(reader, options),
+        async {
+            match deletion {
+                Some(f) => f.await.map(Some),
+                None => Ok(None),
+            }
         }
-    });
+    );
     let builder = builder.map_err(Error::parquet(&path))?;
     let deleted = deleted?;
     let mode = snapshot.column_mapping_mode();

@@ -233,12 +233,12 @@ impl MergeBuilder<'_> {
         txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
         metrics.files_scanned = files.files.len();
-        let targets = if by_source {
-            // Every target row may change: read them all.
+        let targets = if by_source || strategy == ChangeStrategy::CopyOnWrite {
+            // Every target row may change, or every hit file is rewritten whole: read the
+            // candidates whole, once.
             read_candidates(&snapshot, &files.files).await?
         } else {
-            // Keys first; then only the files a source key hits, whole for copy-on-write
-            // (they are rewritten) and just the hit rows for merge-on-read.
+            // Merge-on-read: keys first, then just the rows a source key hits.
             let names = plan.key_names();
             let all = files.files.iter().cloned().map(|a| (a, None)).collect();
             let keyed = read_selected(&snapshot.scan().select(names.clone()), all).await?;
@@ -248,15 +248,9 @@ impl MergeBuilder<'_> {
                 if hits.is_empty() {
                     continue;
                 }
-                let only = match strategy {
-                    ChangeStrategy::MergeOnRead => Some(
-                        hits.iter()
-                            .map(|h| rows.positions[*h as usize])
-                            .collect::<RoaringTreemap>(),
-                    ),
-                    ChangeStrategy::CopyOnWrite => None,
-                };
-                wanted.push((add, only));
+                let only: RoaringTreemap =
+                    hits.iter().map(|h| rows.positions[*h as usize]).collect();
+                wanted.push((add, Some(only)));
             }
             read_selected(&snapshot.scan(), wanted).await?
         };
