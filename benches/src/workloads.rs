@@ -18,11 +18,10 @@
 //! profile and the request counter. Each workload checks the rows it reads against what it
 //! wrote, so a benchmark that silently measures the wrong thing fails instead.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::RecordBatch;
+use arrow::datatypes::Schema;
 use futures::TryStreamExt;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -514,39 +513,20 @@ pub async fn mutations(bench: &Bench, reporter: &mut Reporter) -> Result<(), Ben
     Ok(())
 }
 
-fn files_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("bucket", DataType::Int32, false),
-        Field::new("value", DataType::Float64, true),
-        Field::new("name", DataType::Utf8, true),
-    ]))
-}
-
 /// Rows per small file in the file-count tables.
-const ROWS_PER_FILE: i64 = 10;
+const ROWS_PER_FILE: u64 = 10;
 
-/// The ten rows of small file `i`.
-fn small_file(i: i64) -> RecordBatch {
-    let ids: Vec<i64> = (i * ROWS_PER_FILE..(i + 1) * ROWS_PER_FILE).collect();
-    r#gen::batch(
-        files_schema(),
-        vec![
-            Arc::new(Int64Array::from(ids.clone())),
-            Arc::new(Int32Array::from(vec![(i % 10) as i32; ids.len()])),
-            Arc::new(Float64Array::from_iter_values(
-                ids.iter().map(|v| *v as f64 * 0.5),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                ids.iter().map(|v| format!("row {v}")),
-            )),
-        ],
-    )
+/// The first sale date of the `store_sales` generator.
+const FIRST_DAY: i32 = 2_450_816;
+
+/// Small file `i`: ten `store_sales` rows, all of one day.
+fn small_file(i: u64, seed: u64) -> RecordBatch {
+    r#gen::store_sales_batch(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE, seed)
 }
 
-/// Builds (or reuses) a table of `count` small files (ten rows each), partitioned by
-/// `bucket`, written
-/// 1,000 files per commit with a checkpoint every 10 commits.
+/// Builds (or reuses) a `store_sales` table of `count` small files (ten rows each),
+/// partitioned by `ss_sold_date_sk` (200 files a day), written 1,000 files per commit with a
+/// checkpoint every 10 commits.
 ///
 /// Fails when writing fails or the table ends with another file count.
 pub async fn small_files_table(bench: &Bench, name: &str, count: u64) -> Result<(), BenchError> {
@@ -557,8 +537,8 @@ pub async fn small_files_table(bench: &Bench, name: &str, count: u64) -> Result<
     }
     bench.clear(name).await?;
     let mut table = Table::create_at(bench.plain(name)?)
-        .with_arrow_schema(&files_schema())
-        .with_partition_columns(["bucket"])
+        .with_arrow_schema(&r#gen::store_sales_schema())
+        .with_partition_columns(["ss_sold_date_sk"])
         .execute()
         .await?;
     let per_commit = 1_000u64;
@@ -566,7 +546,7 @@ pub async fn small_files_table(bench: &Bench, name: &str, count: u64) -> Result<
     let mut next = 0u64;
     while next < count {
         let end = (next + per_commit).min(count);
-        let batches: Vec<RecordBatch> = (next..end).map(|i| small_file(i as i64)).collect();
+        let batches: Vec<RecordBatch> = (next..end).map(|i| small_file(i, bench.seed)).collect();
         let outcome = table.write(batches).target_file_size(1).execute().await?;
         settle(outcome.commit.checkpoint).await?;
         bar.inc(end - next);
@@ -623,7 +603,7 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             let measured = bench.measured(&name, run)?;
             let mut reader = Table::open_location(measured.location.clone()).await?;
             let outcome = writer
-                .write([small_file(count as i64 + run as i64)])
+                .write([small_file(count + run as u64, bench.seed)])
                 .execute()
                 .await?;
             settle(outcome.commit.checkpoint).await?;
@@ -643,15 +623,19 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             .field("case", "warm refresh"),
         )?;
 
-        let live = count as i64 + bench.runs as i64;
-        let target_id = (live / 2) * ROWS_PER_FILE + 3;
+        // A ticket is eight consecutive rows: one in the middle of the table.
+        let ticket = (count * ROWS_PER_FILE / 2 / 8) as i64;
         let queries: [(&str, Option<tarn::expr::Expr>, Option<u64>); 3] = [
             ("LIMIT 1", None, None),
-            ("bucket = 3", Some(col("bucket").eq(lit(3i32))), None),
             (
-                "id = one value",
-                Some(col("id").eq(lit(target_id))),
-                Some(1),
+                "one day (partition)",
+                Some(col("ss_sold_date_sk").eq(lit(FIRST_DAY + 2))),
+                Some(2_000),
+            ),
+            (
+                "one ticket (value)",
+                Some(col("ss_ticket_number").eq(lit(ticket))),
+                Some(8),
             ),
         ];
         for (label, filter, expected) in queries {
