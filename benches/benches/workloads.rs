@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tarn::{ChangeStrategy, Snapshot, Table};
 use tarn_bench::queries::Query;
+use tarn_bench::workloads::create;
 use tarn_bench::{Bench, r#gen};
 use tarn_store::{LatencyProfile, StoreOptions};
 
@@ -92,14 +93,14 @@ fn merge(c: &mut Criterion) {
     let s = setup();
     let rows = s.bench.scaled(1_000_000, 10_000);
     s.runtime.block_on(async {
-        s.bench.clear("criterion/merge-base").await.expect("clear");
-        let mut table = Table::create_at(s.bench.plain("criterion/merge-base").expect("location"))
-            .with_arrow_schema(&r#gen::merge_schema())
-            .with_property("delta.enableDeletionVectors", "true")
-            .with_property("delta.targetFileSize", (1024 * 1024).to_string())
-            .execute()
-            .await
-            .expect("create");
+        let mut table = create(
+            &s.bench,
+            "criterion/merge-base",
+            &r#gen::merge_schema(),
+            1 << 20,
+        )
+        .await
+        .expect("create");
         table
             .write(r#gen::merge_rows(rows))
             .execute()
@@ -154,12 +155,14 @@ fn reads(c: &mut Criterion) {
     let s = setup();
     let rows = s.bench.scaled(1_000_000, 10_000);
     let warm = s.runtime.block_on(async {
-        s.bench.clear("criterion/reads").await.expect("clear");
-        let mut table = Table::create_at(s.bench.plain("criterion/reads").expect("location"))
-            .with_arrow_schema(&r#gen::merge_schema())
-            .execute()
-            .await
-            .expect("create");
+        let mut table = create(
+            &s.bench,
+            "criterion/reads",
+            &r#gen::merge_schema(),
+            128 << 20,
+        )
+        .await
+        .expect("create");
         table
             .write(r#gen::merge_rows(rows))
             .execute()

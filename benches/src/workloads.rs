@@ -77,8 +77,11 @@ fn parquet_bytes(batches: &[RecordBatch]) -> Result<u64, BenchError> {
     Ok(writer.into_inner()?.len() as u64)
 }
 
-/// A table with deletion vectors enabled (so both strategies can run) at `file_size`.
-async fn create(
+/// Creates the table `name` afresh (deleting what was there) with deletion vectors
+/// enabled, so both strategies can run, and `delta.targetFileSize` at `file_size`.
+///
+/// Fails when the old table cannot be deleted or the new one cannot be created.
+pub async fn create(
     bench: &Bench,
     name: &str,
     schema: &Schema,

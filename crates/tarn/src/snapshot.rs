@@ -45,36 +45,6 @@ impl FileKey {
     }
 }
 
-/// An iterator over a map's entries that knows how many are left.
-struct Counted<I> {
-    inner: I,
-    left: usize,
-}
-
-impl<I> Counted<I> {
-    fn new(inner: I, len: usize) -> Self {
-        Self { inner, left: len }
-    }
-}
-
-impl<I: Iterator> Iterator for Counted<I> {
-    type Item = I::Item;
-
-    fn next(&mut self) -> Option<I::Item> {
-        let next = self.inner.next();
-        if next.is_some() {
-            self.left = self.left.saturating_sub(1);
-        }
-        next
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl<I: Iterator> ExactSizeIterator for Counted<I> {}
-
 /// The reconciled actions of a log prefix.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TableState {
@@ -546,12 +516,12 @@ impl Snapshot {
 
     /// The live data files.
     pub fn files(&self) -> impl ExactSizeIterator<Item = &Add> {
-        Counted::new(self.state.files.values(), self.state.files.len())
+        self.state.files.values()
     }
 
     /// The live data files with their replay keys.
     pub fn file_entries(&self) -> impl ExactSizeIterator<Item = (&FileKey, &Add)> {
-        Counted::new(self.state.files.iter(), self.state.files.len())
+        self.state.files.iter()
     }
 
     /// How many live data files there are.
@@ -561,7 +531,7 @@ impl Snapshot {
 
     /// Files removed and not yet expired from the log (`remove` tombstones).
     pub fn tombstones(&self) -> impl ExactSizeIterator<Item = &Remove> {
-        Counted::new(self.state.tombstones.values(), self.state.tombstones.len())
+        self.state.tombstones.values()
     }
 
     /// The last version an application committed with a `txn` action, if any.
