@@ -5,7 +5,7 @@
 //!   `key BIGINT, value DOUBLE = key*7.1+13.4, value2 STRING = key*91, part = key % 1000`.
 //! - [`store_sales`]: a TPC-DS `store_sales`-like table of 23 columns, sorted by
 //!   `(ss_sold_date_sk, ss_item_sk)`, for loads and the file-count benchmark.
-//! - [`sales`]: a wide sales table with a customer key, for the Brooklyn Data mutation
+//! - [`sales_batch`]: a wide sales table with a customer key, for the Brooklyn Data mutation
 //!   sequence (upserts, deletes, a GDPR delete of one customer).
 
 use std::collections::HashSet;

@@ -480,12 +480,62 @@ async fn corrupt_data_files_fail_the_scan_with_a_parquet_error() {
             "{err}"
         );
     }
-    std::fs::remove_file(&path).unwrap();
-    let err = table.scan().collect().await.unwrap_err();
-    assert!(
-        matches!(err, Error::Parquet { .. } | Error::Store { .. }),
-        "{err}"
+}
+
+#[tokio::test]
+async fn a_missing_data_file_is_a_typed_not_found_naming_both_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = sales_table(dir.path(), 2, &[("delta.enableDeletionVectors", "true")]).await;
+    let file = table
+        .snapshot()
+        .files()
+        .find(|a| {
+            a.partition_values
+                .values()
+                .any(|v| v.as_deref() == Some("DE"))
+        })
+        .unwrap()
+        .clone();
+    std::fs::remove_file(dir.path().join(&file.path)).unwrap();
+    let full = format!(
+        "file://{}",
+        dir.path()
+            .canonicalize()
+            .unwrap()
+            .join(&file.path)
+            .display()
     );
+    let check = |err: Error, what: &str| match err {
+        Error::DataFileNotFound { file: f, url } => {
+            assert_eq!(f, file.path, "{what}");
+            assert_eq!(url, full, "{what}");
+        }
+        other => panic!("{what}: {other}"),
+    };
+    check(table.scan().collect().await.unwrap_err(), "scan");
+    let version = table.version();
+    for strategy in [
+        tarn::dml::ChangeStrategy::CopyOnWrite,
+        tarn::dml::ChangeStrategy::MergeOnRead,
+    ] {
+        let err = table
+            .delete(col("country").eq(lit("DE")).and(col("id").gt(lit(0i64))))
+            .strategy(strategy)
+            .execute()
+            .await
+            .unwrap_err();
+        check(err, "delete");
+        let err = table
+            .update()
+            .filter(col("country").eq(lit("DE")))
+            .set("amount", lit(1.0))
+            .strategy(strategy)
+            .execute()
+            .await
+            .unwrap_err();
+        check(err, "update");
+    }
+    assert_eq!(table.version(), version, "nothing committed");
 }
 
 #[tokio::test]

@@ -415,7 +415,7 @@ async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {
         .unwrap();
     assert_eq!(dv.storage_type, "i", "one row fits inline");
     let _ = t
-        .set_properties([(tarn::dml::INLINE_DV_PROPERTY, "0")])
+        .set_properties([(tarn::properties::DV_INLINE_THRESHOLD, "0")])
         .await
         .unwrap();
     t.delete(col("id").eq(lit(6))).execute().await.unwrap();
@@ -785,7 +785,7 @@ async fn bad_input_is_refused_and_nothing_is_committed() {
     // A DV file of Tarn's own, truncated: reads and further changes of the file fail
     // naming it, and nothing is committed.
     let _ = t
-        .set_properties([(tarn::dml::INLINE_DV_PROPERTY, "0")])
+        .set_properties([(tarn::properties::DV_INLINE_THRESHOLD, "0")])
         .await
         .unwrap();
     t.delete(col("id").eq(lit(10))).execute().await.unwrap();

@@ -358,9 +358,9 @@ async fn run(ops: Vec<Op>, on_disk: bool, default: ChangeStrategy, inline: bool)
         .with_arrow_schema(&schema())
         .with_partition_columns(["part"])
         .with_property("delta.enableDeletionVectors", "true")
-        .with_property(tarn::dml::STRATEGY_PROPERTY, default_name)
+        .with_property(tarn::properties::DML_STRATEGY, default_name)
         .with_property(
-            tarn::dml::INLINE_DV_PROPERTY,
+            tarn::properties::DV_INLINE_THRESHOLD,
             if inline { "64" } else { "0" },
         )
         .with_property("delta.checkpointInterval", "1000")

@@ -57,5 +57,5 @@ pub enum Error {
     },
 }
 
-/// Result with this crate's [`Error`].
+/// Result with this crate's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -9,10 +9,13 @@
 
 use bytes::Bytes;
 use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutPayload};
 use roaring::RoaringTreemap;
+use tarn_store::StoreLocation;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::paths;
 use crate::protocol::DeletionVectorDescriptor;
 
 /// Magic number that starts the serialized bitmap.
@@ -272,6 +275,56 @@ impl DvFileWriter {
     pub(crate) fn into_bytes(self) -> Bytes {
         Bytes::from(self.buffer)
     }
+
+    /// Uploads the file under the table root, unless it holds no DV, and returns the bytes
+    /// written. Fails with [`Error::Store`] when the PUT fails.
+    pub(crate) async fn upload(self, location: &StoreLocation) -> Result<u64> {
+        if self.is_empty() {
+            return Ok(0);
+        }
+        let path = paths::join_relative(location.root(), &self.relative_path())?;
+        let bytes = self.into_bytes();
+        let size = bytes.len() as u64;
+        location
+            .store()
+            .put(&path, PutPayload::from_bytes(bytes))
+            .await
+            .map_err(Error::store("put", &path))?;
+        Ok(size)
+    }
+}
+
+/// Reads a file's deletion vector (inline, or one record of a DV file, by a ranged GET)
+/// and checks it.
+///
+/// Fails with [`Error::InvalidDeletionVector`] naming the DV when it is missing, truncated
+/// or corrupt (size, checksum, magic, cardinality), and [`Error::Store`] for other store
+/// failures.
+pub(crate) async fn load_deletion_vector(
+    location: &StoreLocation,
+    dv: &DeletionVectorDescriptor,
+) -> Result<RoaringTreemap> {
+    let (path, offset) = match dv.location()? {
+        DvLocation::Inline(data) => return decode_bitmap(&data, dv),
+        DvLocation::Relative { path, offset } => (dv_store_path(location.root(), &path)?, offset),
+        DvLocation::Absolute { url, offset } => (paths::resolve(location, &url)?, offset),
+    };
+    let size = u64::try_from(dv.size_in_bytes).unwrap_or(0);
+    let record = location
+        .store()
+        .get_range(&path, offset..offset + size + 8)
+        .await
+        .map_err(|e| match e {
+            object_store::Error::NotFound { .. } | object_store::Error::Generic { .. } => {
+                Error::InvalidDeletionVector {
+                    location: dv.describe(),
+                    reason: format!("cannot read {path}: {e}"),
+                }
+            }
+            other => Error::store("get", &path)(other),
+        })?;
+    let data = verify_record(&record, dv)?;
+    decode_bitmap(&data, dv)
 }
 
 /// A DV stored inline in its descriptor (Z85 of the bitmap data).
@@ -302,7 +355,7 @@ pub(crate) fn describe_bitmap(
 
 /// The store path of a relative DV file under the table root.
 pub(crate) fn dv_store_path(root: &Path, relative: &str) -> Result<Path> {
-    crate::paths::join_relative(root, relative)
+    paths::join_relative(root, relative)
 }
 
 #[cfg(test)]

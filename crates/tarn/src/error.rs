@@ -247,6 +247,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A data file the log references is not in the store (deleted by hand, or by a
+    /// vacuum with too short a retention).
+    #[error("data file {file:?} is missing: no object at {url}")]
+    DataFileNotFound {
+        /// The path as the log records it (relative to the table root, or absolute).
+        file: String,
+        /// The full URL looked for.
+        url: String,
+    },
+
     /// A data file could not be read or written as Parquet.
     #[error("Parquet error on {path:?}: {source}")]
     Parquet {
@@ -267,9 +277,37 @@ pub enum Error {
         source: arrow_schema::ArrowError,
     },
 
-    /// A background task failed to complete.
-    #[error("task failed: {0}")]
-    Task(String),
+    /// A task run off the async threads (encoding, a background checkpoint) panicked or
+    /// was cancelled.
+    #[error("the {task} task did not finish: {source}")]
+    TaskFailed {
+        /// What the task was doing.
+        task: &'static str,
+        /// Why it did not finish.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+
+    /// An action or a log file could not be serialized.
+    #[error("could not serialize {what}: {source}")]
+    Serialize {
+        /// What was being serialized.
+        what: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A background checkpoint could not be written. The commit it followed stands;
+    /// readers replay the commits instead.
+    #[error("the checkpoint of version {version} was not written: {source}")]
+    CheckpointFailed {
+        /// The version being checkpointed.
+        version: i64,
+        /// Why.
+        #[source]
+        source: std::sync::Arc<Error>,
+    },
 }
 
 /// Why a transaction conflicts with a concurrent commit, in the order Delta checks.
@@ -357,7 +395,7 @@ impl std::fmt::Display for ConflictReason {
     }
 }
 
-/// Result with Tarn's [`Error`].
+/// Result with Tarn's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {

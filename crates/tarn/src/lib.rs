@@ -2,8 +2,8 @@
 //!
 //! A table is a set of Parquet files plus a transaction log of commits written with
 //! put-if-absent, so independent processes can read and write one table on S3 with no
-//! lock service. Tables Tarn writes are read by Spark, DuckDB, Trino, Polars and delta-rs,
-//! and Tarn reads theirs.
+//! lock service. Tables Tarn writes read in Spark (Delta 4.4) and delta-rs with the same
+//! rows, and Tarn reads theirs; the integration tests check both.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -39,9 +39,12 @@
 //! ```
 //!
 //! Modules, from the bottom up: [`protocol`] (Delta actions, schemas and features as
-//! plain types), the log and [`Snapshot`] (replaying `_delta_log/`), [`expr`]
-//! (predicates), [`Scan`] (pruned, concurrent reads), writes and commits via [`Table`].
+//! plain types), [`properties`] and [`clock`], the log and [`Snapshot`] (replaying
+//! `_delta_log/`), [`expr`] (predicates), [`Scan`] (pruned, concurrent reads), [`dv`]
+//! (deletion vectors), [`Transaction`] (put-if-absent commits and the conflict checker),
+//! then the operations on a [`Table`]: [`WriteBuilder`], [`dml`], optimize and vacuum.
 
+pub mod clock;
 pub mod dml;
 pub mod dv;
 pub mod expr;
@@ -49,6 +52,7 @@ pub mod properties;
 pub mod protocol;
 
 mod conform;
+mod create;
 mod error;
 mod log;
 mod optimize;
@@ -62,20 +66,21 @@ mod txn;
 mod vacuum;
 mod write;
 
+pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
+pub use create::CreateBuilder;
 pub use dml::{ChangeStrategy, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
 pub use error::{ConflictReason, Error, Result};
 pub use log::checkpoint::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use scan::{DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan};
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
-pub use table::{CreateBuilder, Table, WriteBuilder, WriteOutcome};
+pub use table::Table;
 pub use tarn_store::{StoreLocation, StoreOptions};
 pub use txn::{
-    CheckpointTask, Clock, CommitOutcome, ENGINE_INFO, IsolationLevel, OffsetClock, RetryPolicy,
-    SystemClock, Transaction,
+    CheckpointTask, CommitOutcome, ENGINE_INFO, IsolationLevel, RetryPolicy, Transaction,
 };
 pub use vacuum::{VacuumBuilder, VacuumOutcome};
-pub use write::{SchemaMode, WriteMode};
+pub use write::{SchemaMode, WriteBuilder, WriteMode, WriteOutcome};
 
 // The README's examples compile as doc tests, so they cannot drift from the API.
 #[cfg(doctest)]

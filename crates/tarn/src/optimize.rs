@@ -18,7 +18,7 @@ use crate::expr::Expr;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
 use crate::stats::FileStats;
-use crate::table::{Table, remove_of};
+use crate::table::Table;
 use crate::txn::CommitOutcome;
 use crate::write::{FileWriteOptions, write_files};
 
@@ -162,14 +162,7 @@ impl OptimizeBuilder<'_> {
             partitions.entry(key).or_default().push(add);
         }
         let mut outcome = OptimizeOutcome {
-            commit: CommitOutcome {
-                version: snapshot.version(),
-                attempts: 0,
-                txn_id: String::new(),
-                rebased_over: Vec::new(),
-                checkpoint: None,
-                snapshot: snapshot.clone(),
-            },
+            commit: CommitOutcome::unchanged(&snapshot),
             files_removed: 0,
             files_added: 0,
             partitions_optimized: 0,
@@ -247,6 +240,7 @@ impl OptimizeBuilder<'_> {
                     target_file_size: target,
                     num_indexed_cols: snapshot.properties().num_indexed_cols(),
                     writer_properties: None,
+                    modification_time: now,
                 },
             )
             .await?;
@@ -254,7 +248,7 @@ impl OptimizeBuilder<'_> {
             for add in candidates {
                 outcome.bytes_removed += add.size as u64;
                 outcome.deletion_vectors_purged += usize::from(add.deletion_vector.is_some());
-                let mut remove = remove_of(add, now);
+                let mut remove = add.into_remove(now);
                 remove.data_change = false;
                 txn.remove_file(remove);
                 outcome.files_removed += 1;

@@ -121,6 +121,15 @@ pub(crate) fn resolve(location: &StoreLocation, path: &str) -> Result<Path> {
     join_relative(location.root(), &decoded)
 }
 
+/// The full URL of an object of the table's store, for messages: the location's scheme
+/// and authority with the object's path (`file:///data/t/part-0.parquet`,
+/// `s3://bucket/t/part-0.parquet`).
+pub(crate) fn object_url(location: &StoreLocation, path: &Path) -> String {
+    let mut url = location.url().clone();
+    url.set_path(&format!("/{path}"));
+    url.to_string()
+}
+
 /// The identity of a path for log replay: the resolved object path, so that the same file
 /// written as `a%20b`, `/t/a b` or `file:///t/a%20b` is one file. Paths that do not
 /// resolve keep their text; reading them fails later with a typed error.

@@ -22,6 +22,15 @@ pub const ICT_ENABLEMENT_VERSION: &str = "delta.inCommitTimestampEnablementVersi
 pub const APPEND_ONLY: &str = "delta.appendOnly";
 /// `delta.enableDeletionVectors`
 pub const ENABLE_DELETION_VECTORS: &str = "delta.enableDeletionVectors";
+/// `tarn.dml.strategy`: how row-level changes are written, `copy-on-write` or
+/// `merge-on-read`. Without it, tables with deletion vectors enabled use merge-on-read.
+pub const DML_STRATEGY: &str = "tarn.dml.strategy";
+/// `tarn.deletionVectors.inlineThreshold`: deletion vectors whose data is at most this many
+/// bytes are stored inline in the log (default 64).
+pub const DV_INLINE_THRESHOLD: &str = "tarn.deletionVectors.inlineThreshold";
+
+/// The default of [`DV_INLINE_THRESHOLD`], in bytes.
+pub const DEFAULT_DV_INLINE_THRESHOLD: usize = 64;
 
 /// The default target size of data files: 128 MiB.
 pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 * 1024 * 1024;
@@ -35,6 +44,15 @@ pub enum ColumnMappingMode {
     Name,
     /// Data files use field ids (`delta.columnMapping.id`), and physical names.
     Id,
+}
+
+/// How a row-level change (DELETE, UPDATE, MERGE) is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeStrategy {
+    /// Rewrite every file holding a touched row.
+    CopyOnWrite,
+    /// Mark touched rows in deletion vectors; write only new rows.
+    MergeOnRead,
 }
 
 /// A typed view of a table's properties.
@@ -117,6 +135,25 @@ impl<'a> TableProperties<'a> {
     /// Whether deletion vectors are enabled.
     pub fn deletion_vectors_enabled(&self) -> bool {
         self.flag(ENABLE_DELETION_VECTORS)
+    }
+
+    /// The strategy the table asks row-level changes to use: [`DML_STRATEGY`], else
+    /// merge-on-read when deletion vectors are enabled, else copy-on-write.
+    pub fn change_strategy(&self) -> ChangeStrategy {
+        match self.get(DML_STRATEGY) {
+            Some(s) if s.eq_ignore_ascii_case("merge-on-read") => ChangeStrategy::MergeOnRead,
+            Some(s) if s.eq_ignore_ascii_case("copy-on-write") => ChangeStrategy::CopyOnWrite,
+            _ if self.deletion_vectors_enabled() => ChangeStrategy::MergeOnRead,
+            _ => ChangeStrategy::CopyOnWrite,
+        }
+    }
+
+    /// The largest deletion vector, in bytes of bitmap data, stored inline in the log
+    /// ([`DV_INLINE_THRESHOLD`], default 64; invalid values give the default).
+    pub fn inline_dv_threshold(&self) -> usize {
+        self.get(DV_INLINE_THRESHOLD)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(DEFAULT_DV_INLINE_THRESHOLD)
     }
 }
 

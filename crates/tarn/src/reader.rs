@@ -1,18 +1,158 @@
 //! Reading Parquet files from an object store: the `AsyncFileReader` the Parquet decoder
-//! pulls bytes through.
+//! pulls bytes through, and opening a table's data file for decoding, with the
+//! corrections every reader of Delta data needs (INT96 timestamps read as microseconds,
+//! a missing file reported as such).
 
 use std::ops::Range;
 use std::sync::Arc;
 
+use arrow::datatypes::{DataType as ArrowType, Field, FieldRef, Fields, Schema, TimeUnit};
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::{AsyncFileReader, MetadataSuffixFetch};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::{
+    AsyncFileReader, MetadataSuffixFetch, ParquetRecordBatchStreamBuilder,
+};
+use parquet::basic::Type as PhysicalType;
 use parquet::errors::{ParquetError, Result};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use tarn_store::StoreLocation;
+
+use crate::paths;
+use crate::protocol::Add;
+
+/// A data file of a table, opened for decoding: its metadata is read (one ranged GET of
+/// the footer when the size is known), and INT96 columns are set to decode straight to
+/// microseconds.
+pub(crate) struct DataFile {
+    pub(crate) builder: ParquetRecordBatchStreamBuilder<ObjectFileReader>,
+    /// Turns a Parquet error on this file into Tarn's, naming the file.
+    pub(crate) errors: DataFileErrors,
+}
+
+/// Turns Parquet errors on one data file into typed errors: a missing object is
+/// [`crate::Error::DataFileNotFound`] naming the table-relative and the full path; any
+/// other failure is [`crate::Error::Parquet`] naming the full path.
+#[derive(Debug, Clone)]
+pub(crate) struct DataFileErrors {
+    file: String,
+    url: String,
+}
+
+impl DataFileErrors {
+    fn new(location: &StoreLocation, file: &str, path: &Path) -> Self {
+        Self {
+            file: file.to_string(),
+            url: paths::object_url(location, path),
+        }
+    }
+
+    /// The typed error for `error` on this file.
+    pub(crate) fn error(&self, error: ParquetError) -> crate::Error {
+        let missing = matches!(
+            &error,
+            ParquetError::External(e)
+                if matches!(e.downcast_ref::<object_store::Error>(), Some(object_store::Error::NotFound { .. }))
+        );
+        if missing {
+            return crate::Error::DataFileNotFound {
+                file: self.file.clone(),
+                url: self.url.clone(),
+            };
+        }
+        crate::Error::Parquet {
+            path: self.url.clone(),
+            source: error,
+        }
+    }
+
+    /// The full URL of the file, for messages.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// Opens the data file `add` of the table at `location` for decoding.
+///
+/// Fails with [`crate::Error::InvalidPath`] for a path that leaves the table,
+/// [`crate::Error::DataFileNotFound`] when the object is missing, and
+/// [`crate::Error::Parquet`] for a footer that does not decode.
+pub(crate) async fn open_data_file(
+    location: &StoreLocation,
+    add: &Add,
+    options: ArrowReaderOptions,
+) -> crate::Result<DataFile> {
+    let path = paths::resolve(location, &add.path)?;
+    let errors = DataFileErrors::new(location, &add.path, &path);
+    let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
+    let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path, size);
+    let mut metadata = ArrowReaderMetadata::load_async(&mut reader, options.clone())
+        .await
+        .map_err(|e| errors.error(e))?;
+    if let Some(schema) = int96_as_microseconds(metadata.metadata(), metadata.schema()) {
+        metadata = ArrowReaderMetadata::try_new(
+            Arc::clone(metadata.metadata()),
+            options.with_schema(Arc::new(schema)),
+        )
+        .map_err(|e| errors.error(e))?;
+    }
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
+    Ok(DataFile { builder, errors })
+}
+
+/// The file's Arrow schema with its INT96 timestamps read as microseconds, when it has
+/// any. Delta timestamps are microseconds, and the default (nanoseconds) overflows
+/// outside 1677-2262; decoding INT96 straight to microseconds covers Spark's whole range
+/// (0001-01-01 to 9999-12-31).
+fn int96_as_microseconds(metadata: &ParquetMetaData, schema: &Schema) -> Option<Schema> {
+    let descr = metadata.file_metadata().schema_descr();
+    let mut roots = vec![false; descr.root_schema().get_fields().len()];
+    for (i, column) in descr.columns().iter().enumerate() {
+        if column.physical_type() == PhysicalType::INT96 {
+            roots[descr.get_column_root_idx(i)] = true;
+        }
+    }
+    if !roots.contains(&true) || roots.len() != schema.fields().len() {
+        return None;
+    }
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .zip(&roots)
+        .map(|(f, int96)| {
+            if *int96 {
+                micros_field(f)
+            } else {
+                Arc::clone(f)
+            }
+        })
+        .collect();
+    Some(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The field with every nanosecond timestamp in it made microseconds.
+fn micros_field(field: &FieldRef) -> FieldRef {
+    Arc::new(Field::clone(field).with_data_type(micros_type(field.data_type())))
+}
+
+fn micros_type(ty: &ArrowType) -> ArrowType {
+    match ty {
+        ArrowType::Timestamp(TimeUnit::Nanosecond, tz) => {
+            ArrowType::Timestamp(TimeUnit::Microsecond, tz.clone())
+        }
+        ArrowType::Struct(fields) => {
+            ArrowType::Struct(fields.iter().map(micros_field).collect::<Fields>())
+        }
+        ArrowType::List(f) => ArrowType::List(micros_field(f)),
+        ArrowType::LargeList(f) => ArrowType::LargeList(micros_field(f)),
+        ArrowType::FixedSizeList(f, n) => ArrowType::FixedSizeList(micros_field(f), *n),
+        ArrowType::Map(f, sorted) => ArrowType::Map(micros_field(f), *sorted),
+        other => other.clone(),
+    }
+}
 
 /// Bytes read from the end of a file in the first request, so the footer and metadata
 /// of most files arrive in one round trip.

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use chrono::Utc;
 use tarn_store::StoreLocation;
 
 use crate::error::{Error, Result};
@@ -559,10 +558,10 @@ impl Snapshot {
 
     /// The actions a checkpoint of this snapshot holds: protocol, metadata, application
     /// transactions, domains, live files (with `dataChange: false`) and tombstones younger
-    /// than the retention period.
-    pub(crate) fn checkpoint_actions(&self) -> Vec<Action> {
+    /// than the retention period at `now_ms`.
+    pub(crate) fn checkpoint_actions(&self, now_ms: i64) -> Vec<Action> {
         let retention = self.properties().deleted_file_retention();
-        let cutoff = Utc::now().timestamp_millis() - retention.as_millis() as i64;
+        let cutoff = now_ms - retention.as_millis() as i64;
         let mut actions = vec![
             Action::Protocol(self.protocol.clone()),
             Action::Metadata(self.metadata.clone()),

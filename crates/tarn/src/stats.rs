@@ -279,9 +279,22 @@ fn upper_bound(v: Scalar) -> Option<String> {
             cut.push(char::MAX);
             Scalar::String(cut).to_stats_json()
         }
-        Scalar::Timestamp(us) => Scalar::Timestamp(us.saturating_add(999)).to_stats_json(),
-        Scalar::TimestampNtz(us) => Scalar::TimestampNtz(us.saturating_add(999)).to_stats_json(),
+        Scalar::Timestamp(us) => Scalar::Timestamp(round_up_ms(us)).to_stats_json(),
+        Scalar::TimestampNtz(us) => Scalar::TimestampNtz(round_up_ms(us)).to_stats_json(),
         other => other.to_stats_json(),
+    }
+}
+
+/// The last microsecond Delta timestamps reach: 9999-12-31T23:59:59.999999.
+const MAX_TIMESTAMP_US: i64 = 253_402_300_799_999_999;
+
+/// A timestamp rounded up to the end of its millisecond, except in the last millisecond
+/// of year 9999, where rounding would leave the range readers parse; readers extend a
+/// maximum to the end of its millisecond anyway.
+fn round_up_ms(us: i64) -> i64 {
+    match us.checked_add(999) {
+        Some(up) if up <= MAX_TIMESTAMP_US => up,
+        _ => us,
     }
 }
 
@@ -331,6 +344,11 @@ mod tests {
         assert_eq!(
             upper_bound(Scalar::Timestamp(2_000)).unwrap(),
             "\"1970-01-01T00:00:00.002Z\""
+        );
+        // The last millisecond of year 9999 stays in the range readers parse.
+        assert_eq!(
+            upper_bound(Scalar::Timestamp(MAX_TIMESTAMP_US)).unwrap(),
+            "\"9999-12-31T23:59:59.999Z\""
         );
     }
 }

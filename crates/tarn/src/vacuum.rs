@@ -10,7 +10,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use chrono::Utc;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 
@@ -100,7 +99,7 @@ impl VacuumBuilder<'_> {
                 ),
             });
         }
-        let now = Utc::now().timestamp_millis();
+        let now = self.table.clock().now_ms();
         let cutoff = now.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
         let referenced = referenced_files(&snapshot, cutoff);
 

@@ -9,7 +9,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::expr::{Expr, evaluate_predicate};
 use crate::stats::FileStats;
-use crate::table::{Table, remove_of};
+use crate::table::Table;
 
 /// A DELETE being configured; run it with [`execute`](Self::execute).
 #[derive(Debug)]
@@ -100,7 +100,7 @@ impl DeleteBuilder<'_> {
                     );
                 metrics.rows_deleted += live;
                 metrics.files_removed += 1;
-                txn.remove_file(remove_of(add, now));
+                txn.remove_file(add.into_remove(now));
             }
             return finish(table, txn, started, metrics).await;
         }

@@ -20,52 +20,25 @@ use std::time::{Duration, Instant};
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use futures::{StreamExt, TryStreamExt};
-use object_store::{ObjectStoreExt, PutPayload};
 use roaring::RoaringTreemap;
 
 pub use delete::DeleteBuilder;
 pub use merge::MergeBuilder;
 pub use update::UpdateBuilder;
 
-use crate::dv::{DvFileWriter, describe_bitmap};
+pub use crate::properties::ChangeStrategy;
+
+use crate::dv::{DvFileWriter, describe_bitmap, load_deletion_vector};
 use crate::error::{Error, Result};
-use crate::protocol::{Add, DeletionVectorDescriptor};
-use crate::scan::{FileRows, Scan, load_deletion_vector, read_file_rows, read_file_rows_of};
+use crate::protocol::Add;
+use crate::scan::{FileRows, Scan, read_file_rows, read_file_rows_of};
 use crate::snapshot::Snapshot;
-use crate::table::remove_of;
+use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
 use crate::write::{FileWriteOptions, SchemaMode, prepare_batches, write_files};
 
-/// The table property choosing how row-level changes are written: `copy-on-write` or
-/// `merge-on-read`. Without it, tables with deletion vectors enabled use merge-on-read.
-pub const STRATEGY_PROPERTY: &str = "tarn.dml.strategy";
-/// The table property: deletion vectors whose data is at most this many bytes are stored
-/// inline in the log (default 64).
-pub const INLINE_DV_PROPERTY: &str = "tarn.deletionVectors.inlineThreshold";
 /// Candidate files read at once.
 const READ_CONCURRENCY: usize = 8;
-
-/// How a row-level change is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeStrategy {
-    /// Rewrite every file holding a touched row.
-    CopyOnWrite,
-    /// Mark touched rows in deletion vectors; write only new rows.
-    MergeOnRead,
-}
-
-impl ChangeStrategy {
-    /// The strategy a table asks for: [`STRATEGY_PROPERTY`], else merge-on-read when
-    /// `delta.enableDeletionVectors` is true, else copy-on-write.
-    pub fn for_table(snapshot: &Snapshot) -> Self {
-        match snapshot.metadata().property(STRATEGY_PROPERTY) {
-            Some(s) if s.eq_ignore_ascii_case("merge-on-read") => Self::MergeOnRead,
-            Some(s) if s.eq_ignore_ascii_case("copy-on-write") => Self::CopyOnWrite,
-            _ if snapshot.properties().deletion_vectors_enabled() => Self::MergeOnRead,
-            _ => Self::CopyOnWrite,
-        }
-    }
-}
 
 /// What a row-level change did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -114,7 +87,7 @@ pub(crate) fn resolve_strategy(
     snapshot: &Snapshot,
     asked: Option<ChangeStrategy>,
 ) -> Result<ChangeStrategy> {
-    let strategy = asked.unwrap_or_else(|| ChangeStrategy::for_table(snapshot));
+    let strategy = asked.unwrap_or_else(|| snapshot.properties().change_strategy());
     if strategy == ChangeStrategy::MergeOnRead
         && !snapshot.protocol().has_writer_feature("deletionVectors")
     {
@@ -191,11 +164,7 @@ pub(crate) async fn apply_changes(
     metrics: &mut DmlMetrics,
 ) -> Result<()> {
     let location = snapshot.location();
-    let threshold = snapshot
-        .metadata()
-        .property(INLINE_DV_PROPERTY)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+    let threshold = snapshot.properties().inline_dv_threshold();
     let mut dv_file = DvFileWriter::new();
     for change in changes.into_iter().filter(|c| !c.deleted.is_empty()) {
         let FileChange { add, rows, deleted } = change;
@@ -212,7 +181,7 @@ pub(crate) async fn apply_changes(
                 if kept.num_rows() > 0 {
                     new_rows.push(kept);
                 }
-                txn.remove_file(remove_of(add, now_ms));
+                txn.remove_file(add.into_remove(now_ms));
                 metrics.files_removed += 1;
             }
             ChangeStrategy::MergeOnRead => {
@@ -224,27 +193,18 @@ pub(crate) async fn apply_changes(
                 txn.record_dv_change(&add, before, deleted.clone(), rows.physical_rows);
                 if all.len() >= rows.physical_rows {
                     // Every row is gone: drop the file instead of marking all of it.
-                    txn.remove_file(remove_of(add, now_ms));
+                    txn.remove_file(add.into_remove(now_ms));
                     metrics.files_removed += 1;
                     continue;
                 }
                 let descriptor = describe_bitmap(&all, threshold, &mut dv_file);
                 metrics.deletion_vectors_written += 1;
-                txn.remove_file(remove_of(add.clone(), now_ms));
-                txn.add_file(with_deletion_vector(add, descriptor));
+                txn.remove_file(add.clone().into_remove(now_ms));
+                txn.add_file(add.with_deletion_vector(descriptor));
             }
         }
     }
-    if !dv_file.is_empty() {
-        let path = crate::paths::join_relative(location.root(), &dv_file.relative_path())?;
-        let bytes = dv_file.into_bytes();
-        metrics.bytes_written += bytes.len() as u64;
-        location
-            .store()
-            .put(&path, PutPayload::from_bytes(bytes))
-            .await
-            .map_err(Error::store("put", &path))?;
-    }
+    metrics.bytes_written += dv_file.upload(location).await?;
     let (batches, _) = prepare_batches(
         snapshot.schema(),
         snapshot.partition_columns(),
@@ -263,6 +223,7 @@ pub(crate) async fn apply_changes(
                 .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
             num_indexed_cols: snapshot.properties().num_indexed_cols(),
             writer_properties: None,
+            modification_time: now_ms,
         },
     )
     .await?;
@@ -274,23 +235,8 @@ pub(crate) async fn apply_changes(
     Ok(())
 }
 
-/// The same file with another deletion vector: its statistics no longer bound only live
-/// rows (`tightBounds: false`), and `numRecords` still counts the file's physical rows.
-pub(crate) fn with_deletion_vector(mut add: Add, descriptor: DeletionVectorDescriptor) -> Add {
-    add.deletion_vector = Some(descriptor);
-    add.data_change = true;
-    if let Some(stats) = add.stats.as_deref()
-        && let Ok(serde_json::Value::Object(mut map)) =
-            serde_json::from_str::<serde_json::Value>(stats)
-    {
-        map.insert("tightBounds".into(), serde_json::Value::Bool(false));
-        add.stats = Some(serde_json::Value::Object(map).to_string());
-    }
-    add
-}
-
 /// Starts the clock and the transaction of an operation.
-pub(crate) fn start(table: &crate::table::Table, operation: &str) -> (Instant, Transaction) {
+pub(crate) fn start(table: &Table, operation: &str) -> (Instant, Transaction) {
     (
         Instant::now(),
         table.transaction().with_operation(operation),
@@ -300,7 +246,7 @@ pub(crate) fn start(table: &crate::table::Table, operation: &str) -> (Instant, T
 /// Commits an operation's transaction (or not, when it changed nothing) and fills in the
 /// metrics.
 pub(crate) async fn finish(
-    table: &mut crate::table::Table,
+    table: &mut Table,
     txn: Transaction,
     started: Instant,
     mut metrics: DmlMetrics,
@@ -316,14 +262,7 @@ pub(crate) async fn finish(
             metrics.deletion_vectors_written.to_string(),
         );
     let commit = if txn.actions().is_empty() {
-        CommitOutcome {
-            version: table.version(),
-            attempts: 0,
-            txn_id: String::new(),
-            rebased_over: Vec::new(),
-            checkpoint: None,
-            snapshot: table.snapshot().clone(),
-        }
+        CommitOutcome::unchanged(table.snapshot())
     } else {
         table.commit(txn).await?
     };
@@ -332,6 +271,6 @@ pub(crate) async fn finish(
 }
 
 /// Shared for the builders: the time now on the table's clock.
-pub(crate) fn now(table: &crate::table::Table) -> i64 {
+pub(crate) fn now(table: &Table) -> i64 {
     table.clock().now_ms()
 }

@@ -99,7 +99,7 @@ fn value(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
                 .map_err(|reason| Error::TypeMismatch {
                     column: v.to_string(),
                     expected: ty.to_string(),
-                    found: reason,
+                    found: reason.to_string(),
                 })
         }
         predicate => Ok(Arc::new(evaluate_predicate(predicate, batch)?)),
@@ -159,7 +159,7 @@ fn compare(op: CmpOp, left: &Expr, right: &Expr, batch: &RecordBatch) -> Result<
                 .map_err(|reason| Error::TypeMismatch {
                     column: left.to_string(),
                     expected: l.data_type().to_string(),
-                    found: reason,
+                    found: reason.to_string(),
                 })?;
             let r = arrow::array::Scalar::new(scalar);
             apply(op, &l, &r)

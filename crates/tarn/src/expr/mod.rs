@@ -16,7 +16,7 @@ use std::fmt;
 
 pub(crate) use eval::{evaluate_predicate, evaluate_value};
 pub(crate) use prune::{StatsView, may_match};
-pub use scalar::Scalar;
+pub use scalar::{Scalar, ValueError};
 
 use crate::error::{Error, Result};
 use crate::protocol::{DataType, PrimitiveType, StructType};

@@ -21,6 +21,28 @@ use crate::protocol::PrimitiveType;
 
 const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
+/// Why a value does not fit a type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// The value cannot be held by an array of this type.
+    #[error("value {value} cannot be represented as {data_type}")]
+    NotRepresentable {
+        /// The value, as text.
+        value: String,
+        /// The Arrow type asked for.
+        data_type: String,
+    },
+    /// The text does not parse as a value of this type.
+    #[error("{text:?} is not a valid {data_type}")]
+    Unparsable {
+        /// The text.
+        text: String,
+        /// The Delta type asked for.
+        data_type: String,
+    },
+}
+
 /// A single typed value, or null.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar {
@@ -255,8 +277,13 @@ impl Scalar {
 
     /// An Arrow array of `len` copies of this value, of type `ty`.
     ///
-    /// Fails with a description when the value cannot be represented as `ty`.
-    pub fn to_array(&self, ty: &ArrowType, len: usize) -> Result<ArrayRef, String> {
+    /// Fails with [`ValueError::NotRepresentable`] when the value cannot be represented as
+    /// `ty`.
+    pub fn to_array(&self, ty: &ArrowType, len: usize) -> Result<ArrayRef, ValueError> {
+        let not_representable = || ValueError::NotRepresentable {
+            value: self.to_string(),
+            data_type: ty.to_string(),
+        };
         let array: ArrayRef = match (self, ty) {
             (Self::Null, _) => return Ok(new_null_array(ty, len)),
             (Self::Boolean(v), ArrowType::Boolean) => Arc::new(BooleanArray::from(vec![*v; len])),
@@ -282,9 +309,9 @@ impl Scalar {
             (Self::Decimal(v, _, s), ArrowType::Decimal128(p, ts)) if s == ts => Arc::new(
                 Decimal128Array::from_value(*v, len)
                     .with_precision_and_scale(*p, *s)
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| not_representable())?,
             ),
-            (v, t) => return Err(format!("value {v} cannot be represented as {t}")),
+            _ => return Err(not_representable()),
         };
         Ok(array)
     }
@@ -363,12 +390,17 @@ impl Scalar {
 
     /// Parses a serialized partition value of type `ty`, as the Delta protocol encodes them.
     /// `None` input (a null partition) gives `Null`.
-    pub fn parse_partition(value: Option<&str>, ty: PrimitiveType) -> Result<Scalar, String> {
+    ///
+    /// Fails with [`ValueError::Unparsable`] when the text is not a value of `ty`.
+    pub fn parse_partition(value: Option<&str>, ty: PrimitiveType) -> Result<Scalar, ValueError> {
         use PrimitiveType as P;
         let Some(text) = value else {
             return Ok(Self::Null);
         };
-        let bad = || format!("not a valid {ty}");
+        let bad = || ValueError::Unparsable {
+            text: text.to_string(),
+            data_type: ty.to_string(),
+        };
         let parsed = match ty {
             // An empty string is how Spark writes a null string partition.
             P::String if text.is_empty() => Self::Null,

@@ -291,7 +291,10 @@ pub(crate) fn encode_checkpoint(actions: &[Action]) -> Result<Bytes> {
     for chunk in actions.chunks(8192) {
         let mut json = Vec::new();
         for action in chunk {
-            serde_json::to_writer(&mut json, action).map_err(|e| Error::Task(e.to_string()))?;
+            serde_json::to_writer(&mut json, action).map_err(|source| Error::Serialize {
+                what: "a checkpoint action".into(),
+                source,
+            })?;
             json.push(b'\n');
         }
         let mut rest: &[u8] = &json;
@@ -355,7 +358,10 @@ pub(crate) async fn write_checkpoint(
     let count = actions.len();
     let bytes = tokio::task::spawn_blocking(move || encode_checkpoint(&actions))
         .await
-        .map_err(|e| Error::Task(e.to_string()))??;
+        .map_err(|source| Error::TaskFailed {
+            task: "encoding a checkpoint",
+            source,
+        })??;
     let size = bytes.len() as u64;
     let dir = log_dir(root);
     let path = dir.clone().join(checkpoint_file_name(version));
@@ -370,7 +376,10 @@ pub(crate) async fn write_checkpoint(
         num_of_add_files: adds,
     };
     let hint_path = dir.clone().join(LAST_CHECKPOINT);
-    let json = serde_json::to_vec(&hint).map_err(|e| Error::Task(e.to_string()))?;
+    let json = serde_json::to_vec(&hint).map_err(|source| Error::Serialize {
+        what: "_last_checkpoint".into(),
+        source,
+    })?;
     store
         .put(&hint_path, PutPayload::from(json))
         .await

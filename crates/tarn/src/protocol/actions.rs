@@ -147,6 +147,43 @@ pub struct Add {
     pub clustering_provider: Option<String>,
 }
 
+impl Add {
+    /// The `remove` that takes this file out of the table at `now_ms`, carrying its
+    /// partition values, size, tags, deletion vector and row-tracking fields, as Delta
+    /// asks of a remove with extended file metadata.
+    pub fn into_remove(self, now_ms: i64) -> Remove {
+        Remove {
+            path: self.path,
+            deletion_timestamp: Some(now_ms),
+            data_change: true,
+            extended_file_metadata: Some(true),
+            partition_values: Some(self.partition_values),
+            size: Some(self.size),
+            stats: None,
+            tags: self.tags,
+            deletion_vector: self.deletion_vector,
+            base_row_id: self.base_row_id,
+            default_row_commit_version: self.default_row_commit_version,
+        }
+    }
+
+    /// The same file with another deletion vector. Its statistics no longer bound only
+    /// live rows (`tightBounds: false`), and `numRecords` still counts the file's
+    /// physical rows.
+    pub fn with_deletion_vector(mut self, descriptor: DeletionVectorDescriptor) -> Add {
+        self.deletion_vector = Some(descriptor);
+        self.data_change = true;
+        if let Some(stats) = self.stats.as_deref()
+            && let Ok(serde_json::Value::Object(mut map)) =
+                serde_json::from_str::<serde_json::Value>(stats)
+        {
+            map.insert("tightBounds".into(), serde_json::Value::Bool(false));
+            self.stats = Some(serde_json::Value::Object(map).to_string());
+        }
+        self
+    }
+}
+
 /// `remove`: a data file that left the table (a tombstone until vacuumed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
 use crate::paths;
-use crate::protocol::{Action, Add};
+use crate::protocol::{Action, Add, DeletionVectorDescriptor};
 use crate::scan::file_may_match;
 use crate::snapshot::Snapshot;
 
@@ -91,6 +91,8 @@ pub(crate) struct DvRebase {
     pub(crate) path: String,
     /// The winner's `add` of the file, with its new DV.
     pub(crate) winner_add: Add,
+    /// The winner's new DV.
+    pub(crate) winner_dv: DeletionVectorDescriptor,
 }
 
 /// Fails with [`Error::Conflict`] when `winner` invalidates this transaction, judged on
@@ -215,11 +217,13 @@ pub(crate) fn check(
         };
         let path = paths::canonical(location, &remove.path);
         if ours.dv_paths.contains(&path)
-            && let Some(add) = readded.get(&path).filter(|a| a.deletion_vector.is_some())
+            && let Some(add) = readded.get(&path)
+            && let Some(dv) = &add.deletion_vector
         {
             rebases.push(DvRebase {
                 path,
                 winner_add: (*add).clone(),
+                winner_dv: dv.clone(),
             });
             continue;
         }

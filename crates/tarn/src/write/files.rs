@@ -1,15 +1,14 @@
-//! Writing data files: checking batches against the table schema, splitting them into
-//! Hive-style partitions, encoding Parquet files up to a target size (off the async
-//! threads), uploading them, and describing them as `add` actions with statistics.
+//! Encoding and uploading data files: batches split into Hive-style partitions, Parquet
+//! files rolled at a target size (encoded off the async threads), uploaded while the next
+//! ones encode, and described as `add` actions with statistics.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{SortColumn, lexsort_to_indices, partition, take_record_batch};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
-use chrono::Utc;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
@@ -19,11 +18,10 @@ use parquet::file::properties::WriterProperties;
 use tarn_store::StoreLocation;
 use uuid::Uuid;
 
-use crate::conform::{Source, conform};
 use crate::error::{Error, Result};
-use crate::expr::{Expr, Scalar, evaluate_predicate};
-use crate::paths::{NULL_PARTITION, hive_escape, uri_encode, validate_name};
-use crate::protocol::{Add, DataType, PartitionValues, StructField, StructType};
+use crate::expr::Scalar;
+use crate::paths::{NULL_PARTITION, hive_escape, uri_encode};
+use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
@@ -50,155 +48,14 @@ const MULTIPART_THRESHOLD: usize = 32 * 1024 * 1024;
 /// Size of each part of a multipart upload.
 const PART_SIZE: usize = 16 * 1024 * 1024;
 
-/// How a write treats the data already in the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WriteMode {
-    /// Add the new rows.
-    #[default]
-    Append,
-    /// Replace the table's rows (or, with a predicate, the partitions it names).
-    Overwrite,
-}
-
-/// Whether a write may change the table schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SchemaMode {
-    /// Batches must fit the schema.
-    #[default]
-    Strict,
-    /// Columns the batches have and the table lacks are added (nullable) to the schema.
-    AddColumns,
-}
-
-/// Checks batches against the table schema (evolving it when allowed) and returns them
-/// conformed to the resulting schema, with that schema if it changed.
-///
-/// Fails with [`Error::SchemaMismatch`] naming the column for unknown columns, types that
-/// do not fit, missing non-nullable columns and nulls in non-nullable columns.
-pub(crate) fn prepare_batches(
-    table: &StructType,
-    partition_columns: &[PartitionColumn],
-    batches: &[RecordBatch],
-    mode: SchemaMode,
-) -> Result<(Vec<RecordBatch>, Option<StructType>)> {
-    let mut schema = table.clone();
-    let mut evolved = false;
-    for batch in batches {
-        let batch_schema = batch.schema();
-        let mut seen = std::collections::HashSet::new();
-        for field in batch_schema.fields() {
-            if !seen.insert(field.name().as_str()) {
-                return Err(Error::SchemaMismatch {
-                    reason: format!("the batch has column {:?} twice", field.name()),
-                });
-            }
-            if schema.field(field.name()).is_some() {
-                continue;
-            }
-            match mode {
-                SchemaMode::Strict => {
-                    return Err(Error::SchemaMismatch {
-                        reason: format!(
-                            "column {:?} is not in the table (columns: {:?}); write with \
-                             SchemaMode::AddColumns to add it",
-                            field.name(),
-                            schema.field_names()
-                        ),
-                    });
-                }
-                SchemaMode::AddColumns => {
-                    validate_name("column", field.name())?;
-                    let mut added =
-                        StructType::try_from_arrow(&Schema::new(vec![field.as_ref().clone()]))?
-                            .fields
-                            .remove(0);
-                    added.nullable = true;
-                    schema.fields.push(added);
-                    evolved = true;
-                }
-            }
-        }
-    }
-    let arrow_schema: SchemaRef = Arc::new(schema.to_arrow());
-    let partition_names: Vec<&str> = partition_columns.iter().map(|p| p.name.as_str()).collect();
-    let conformed = batches
-        .iter()
-        .filter(|b| b.num_rows() > 0)
-        .map(|batch| conform_batch(batch, &schema, &arrow_schema, &partition_names))
-        .collect::<Result<Vec<_>>>()?;
-    Ok((conformed, evolved.then_some(schema)))
-}
-
-fn conform_batch(
-    batch: &RecordBatch,
-    schema: &StructType,
-    arrow_schema: &SchemaRef,
-    partitions: &[&str],
-) -> Result<RecordBatch> {
-    let rows = batch.num_rows();
-    let mismatch = |reason: String| Error::SchemaMismatch { reason };
-    let columns = schema
-        .fields
-        .iter()
-        .map(|field| match batch.column_by_name(&field.name) {
-            Some(column) => conform(column, field, Source::Input).map_err(mismatch),
-            None if partitions.contains(&field.name.as_str()) => Err(mismatch(format!(
-                "the batch lacks partition column {:?}",
-                field.name
-            ))),
-            None if field.nullable => Ok(arrow::array::new_null_array(
-                &field.data_type.to_arrow(),
-                rows,
-            )),
-            None => Err(mismatch(format!(
-                "the batch lacks non-nullable column {:?}",
-                field.name
-            ))),
-        })
-        .collect::<Result<Vec<ArrayRef>>>()?;
-    for (field, column) in schema.fields.iter().zip(&columns) {
-        if !field.nullable && column.null_count() > 0 {
-            return Err(mismatch(format!(
-                "column {:?} is not nullable but the batch holds {} nulls in it",
-                field.name,
-                column.null_count()
-            )));
-        }
-    }
-    RecordBatch::try_new_with_options(
-        Arc::clone(arrow_schema),
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(rows)),
-    )
-    .map_err(|e| mismatch(e.to_string()))
-}
-
-/// Fails unless every row satisfies `predicate` (for overwrites of the partitions a
-/// predicate names: data outside them would be lost on the next such overwrite).
-pub(crate) fn ensure_rows_match(batches: &[RecordBatch], predicate: &Expr) -> Result<()> {
-    for batch in batches {
-        let mask = evaluate_predicate(predicate, batch)?;
-        let matching = mask.true_count();
-        if matching != batch.num_rows() {
-            return Err(Error::InvalidArgument {
-                name: "replace_where",
-                reason: format!(
-                    "{} of {} rows written do not satisfy the overwrite predicate {predicate}",
-                    batch.num_rows() - matching,
-                    batch.num_rows()
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Settings of one data write.
 #[derive(Debug, Clone)]
 pub(crate) struct FileWriteOptions {
     pub(crate) target_file_size: u64,
     pub(crate) num_indexed_cols: i64,
     pub(crate) writer_properties: Option<WriterProperties>,
+    /// The `modificationTime` of the files' `add` actions, ms since the epoch.
+    pub(crate) modification_time: i64,
 }
 
 /// One encoded data file, ready to upload.
@@ -234,6 +91,7 @@ pub(crate) async fn write_files(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<EncodedFile>>(UPLOAD_CONCURRENCY);
     let schema = schema.clone();
     let partition_columns = partition_columns.to_vec();
+    let now = options.modification_time;
     let options = options.clone();
     let encoder = tokio::task::spawn_blocking(move || {
         let result = encode(&schema, &partition_columns, batches, &options, &tx);
@@ -243,7 +101,6 @@ pub(crate) async fn write_files(
     });
     let store = Arc::clone(location.store());
     let root = location.root().clone();
-    let now = Utc::now().timestamp_millis();
     let uploads: Vec<(Add, u64)> = tokio_stream_from(rx)
         .map(|file| {
             let store = Arc::clone(&store);
@@ -272,7 +129,10 @@ pub(crate) async fn write_files(
         .buffer_unordered(UPLOAD_CONCURRENCY)
         .try_collect()
         .await?;
-    encoder.await.map_err(|e| Error::Task(e.to_string()))?;
+    encoder.await.map_err(|source| Error::TaskFailed {
+        task: "encoding data files",
+        source,
+    })?;
     let mut written = WrittenFiles::default();
     for (add, rows) in uploads {
         written.rows += rows;
@@ -416,14 +276,15 @@ fn finish(
         &[],
         options.num_indexed_cols,
     );
-    tx.blocking_send(Ok(EncodedFile {
+    // A closed channel means the uploader failed; its error is the one reported.
+    let _ = tx.blocking_send(Ok(EncodedFile {
         relative,
         partition_values,
         bytes,
         stats,
         rows,
-    }))
-    .map_err(|_| Error::Task("the upload of data files stopped".into()))
+    }));
+    Ok(())
 }
 
 /// `[p1=v1/p2=v2/]part-<n>-<uuid>-c000.snappy.parquet`
@@ -518,38 +379,4 @@ fn split_partitions(
         groups.push((key, values, project(&part)?));
     }
     Ok(groups)
-}
-
-/// Validates the partition columns given at create: each must be a primitive column of
-/// the schema, named once.
-pub(crate) fn validate_partition_columns(schema: &StructType, columns: &[String]) -> Result<()> {
-    for (i, name) in columns.iter().enumerate() {
-        validate_name("partition column", name)?;
-        let field = schema.field(name).ok_or_else(|| Error::UnknownColumn {
-            column: name.clone(),
-            available: schema.field_names(),
-        })?;
-        if !matches!(field.data_type, DataType::Primitive(_)) {
-            return Err(Error::InvalidArgument {
-                name: "partition_columns",
-                reason: format!(
-                    "{name:?} has type {}, partition columns must be primitive",
-                    field.data_type
-                ),
-            });
-        }
-        if columns[..i].contains(name) {
-            return Err(Error::InvalidArgument {
-                name: "partition_columns",
-                reason: format!("{name:?} is listed twice"),
-            });
-        }
-    }
-    if !columns.is_empty() && columns.len() == schema.fields.len() {
-        return Err(Error::InvalidArgument {
-            name: "partition_columns",
-            reason: "at least one column must not be a partition column".into(),
-        });
-    }
-    Ok(())
 }

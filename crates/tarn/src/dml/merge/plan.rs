@@ -1,13 +1,6 @@
-//! MERGE: match source rows to target rows on key columns and apply ordered clauses.
-//!
-//! Conditions and values name columns as `target.x` and `source.x` ([`target_col`],
-//! [`source_col`]). Matching is a hash join on the keys (nulls never match). A target row
-//! matched by two source rows, or a source row matching two target rows, is an
-//! [`Error::MergeDuplicateMatch`] and nothing is committed. Target files are pruned with
-//! the source's keys (an IN list, or their range) before any is read.
-//!
-//! [`target_col`]: crate::expr::target_col
-//! [`source_col`]: crate::expr::source_col
+//! A MERGE's inputs, checked and bound: the source with its keys converted to the
+//! target's types and hashed for matching, the clauses bound to the combined
+//! `{target, source}` schema, and the predicate that prunes target files by key.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,367 +8,37 @@ use std::sync::Arc;
 use arrow::array::{
     Array, ArrayRef, BooleanArray, RecordBatch, StructArray, UInt32Array, new_null_array,
 };
-use arrow::compute::{and, concat_batches, filter_record_batch, not, take};
+use arrow::compute::{and, concat_batches, take};
 use arrow::datatypes::{DataType as ArrowType, Field, Fields, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
-use roaring::RoaringTreemap;
 
-use super::update::{Assignment, assign, bind_assignment, check_partition_moves};
-use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now,
-    read_candidates, read_selected, resolve_strategy, start, true_mask,
-};
+use super::super::true_mask;
+use super::super::update::{Assignment, bind_assignment};
+use super::Clause;
 use crate::conform::{Source, conform};
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Scalar, col, evaluate_predicate};
 use crate::protocol::{DataType, StructField, StructType};
-use crate::table::Table;
+use crate::snapshot::Snapshot;
 
 /// Source keys up to this many distinct values prune target files with an IN list;
 /// more with their range.
 const IN_LIST_LIMIT: usize = 1000;
 
-/// One clause of a MERGE, in the order given.
-#[derive(Debug, Clone)]
-enum Clause {
-    MatchedUpdate(Option<Expr>, Vec<(String, Expr)>),
-    MatchedUpdateAll(Option<Expr>),
-    MatchedDelete(Option<Expr>),
-    NotMatchedInsert(Option<Expr>, Vec<(String, Expr)>),
-    NotMatchedInsertAll(Option<Expr>),
-    BySourceUpdate(Option<Expr>, Vec<(String, Expr)>),
-    BySourceDelete(Option<Expr>),
-}
-
-/// A MERGE being configured; run it with [`execute`](Self::execute).
-#[derive(Debug)]
-#[must_use]
-pub struct MergeBuilder<'a> {
-    table: &'a mut Table,
-    source: Vec<RecordBatch>,
-    keys: Vec<(String, String)>,
-    condition: Option<Expr>,
-    clauses: Vec<Clause>,
-    strategy: Option<ChangeStrategy>,
-    allow_partition_moves: bool,
-}
-
-impl Table {
-    /// Starts a MERGE of `source` into the table.
-    pub fn merge(&mut self, source: impl IntoIterator<Item = RecordBatch>) -> MergeBuilder<'_> {
-        MergeBuilder {
-            table: self,
-            source: source.into_iter().collect(),
-            keys: Vec::new(),
-            condition: None,
-            clauses: Vec::new(),
-            strategy: None,
-            allow_partition_moves: false,
-        }
-    }
-}
-
-impl MergeBuilder<'_> {
-    /// Matches on these columns, named the same in target and source.
-    pub fn on(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.keys = keys
-            .into_iter()
-            .map(|k| {
-                let k = k.into();
-                (k.clone(), k)
-            })
-            .collect();
-        self
-    }
-
-    /// Matches on (target column, source column) pairs.
-    pub fn on_columns(
-        mut self,
-        keys: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
-    ) -> Self {
-        self.keys = keys
-            .into_iter()
-            .map(|(t, s)| (t.into(), s.into()))
-            .collect();
-        self
-    }
-
-    /// A further condition a match must meet (on `target.x` and `source.x`).
-    pub fn condition(mut self, condition: Expr) -> Self {
-        self.condition = Some(condition);
-        self
-    }
-
-    /// WHEN MATCHED [AND cond] THEN UPDATE SET the assignments.
-    pub fn when_matched_update(
-        mut self,
-        condition: Option<Expr>,
-        assignments: impl IntoIterator<Item = (impl Into<String>, Expr)>,
-    ) -> Self {
-        let sets = assignments
-            .into_iter()
-            .map(|(c, e)| (c.into(), e))
-            .collect();
-        self.clauses.push(Clause::MatchedUpdate(condition, sets));
-        self
-    }
-
-    /// WHEN MATCHED [AND cond] THEN UPDATE SET every target column to the source column of
-    /// the same name.
-    pub fn when_matched_update_all(mut self, condition: Option<Expr>) -> Self {
-        self.clauses.push(Clause::MatchedUpdateAll(condition));
-        self
-    }
-
-    /// WHEN MATCHED [AND cond] THEN DELETE.
-    pub fn when_matched_delete(mut self, condition: Option<Expr>) -> Self {
-        self.clauses.push(Clause::MatchedDelete(condition));
-        self
-    }
-
-    /// WHEN NOT MATCHED [AND cond] THEN INSERT with these values (on `source.x`); other
-    /// columns are null.
-    pub fn when_not_matched_insert(
-        mut self,
-        condition: Option<Expr>,
-        values: impl IntoIterator<Item = (impl Into<String>, Expr)>,
-    ) -> Self {
-        let values = values.into_iter().map(|(c, e)| (c.into(), e)).collect();
-        self.clauses
-            .push(Clause::NotMatchedInsert(condition, values));
-        self
-    }
-
-    /// WHEN NOT MATCHED [AND cond] THEN INSERT the source row, columns by name.
-    pub fn when_not_matched_insert_all(mut self, condition: Option<Expr>) -> Self {
-        self.clauses.push(Clause::NotMatchedInsertAll(condition));
-        self
-    }
-
-    /// WHEN NOT MATCHED BY SOURCE [AND cond] THEN UPDATE SET the assignments (on
-    /// `target.x`).
-    pub fn when_not_matched_by_source_update(
-        mut self,
-        condition: Option<Expr>,
-        assignments: impl IntoIterator<Item = (impl Into<String>, Expr)>,
-    ) -> Self {
-        let sets = assignments
-            .into_iter()
-            .map(|(c, e)| (c.into(), e))
-            .collect();
-        self.clauses.push(Clause::BySourceUpdate(condition, sets));
-        self
-    }
-
-    /// WHEN NOT MATCHED BY SOURCE [AND cond] THEN DELETE.
-    pub fn when_not_matched_by_source_delete(mut self, condition: Option<Expr>) -> Self {
-        self.clauses.push(Clause::BySourceDelete(condition));
-        self
-    }
-
-    /// Copy-on-write or merge-on-read, overriding the table's choice.
-    pub fn strategy(mut self, strategy: ChangeStrategy) -> Self {
-        self.strategy = Some(strategy);
-        self
-    }
-
-    /// Whether updates may assign partition columns (moving rows between partitions).
-    pub fn allow_partition_moves(mut self, allow: bool) -> Self {
-        self.allow_partition_moves = allow;
-        self
-    }
-
-    /// Runs the MERGE and commits.
-    ///
-    /// Fails with [`Error::InvalidArgument`] without keys or clauses,
-    /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
-    /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
-    /// [`Error::MergeDuplicateMatch`] for ambiguous matches, and as
-    /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
-    pub async fn execute(self) -> Result<DmlOutcome> {
-        let MergeBuilder {
-            table,
-            source,
-            keys,
-            condition,
-            clauses,
-            strategy,
-            allow_partition_moves,
-        } = self;
-        let (started, mut txn) = start(table, "MERGE");
-        let snapshot = txn.snapshot().clone();
-        let strategy = resolve_strategy(&snapshot, strategy)?;
-        if keys.is_empty() || clauses.is_empty() {
-            return Err(Error::InvalidArgument {
-                name: "merge",
-                reason: "a merge needs key columns and at least one clause".into(),
-            });
-        }
-        let plan = MergePlan::new(&snapshot, source, &keys, condition.as_ref(), &clauses)?;
-        let mut metrics = DmlMetrics::default();
-
-        // Target files that may hold a matching key (all of them when rows unmatched by
-        // the source can change).
-        let by_source = clauses
-            .iter()
-            .any(|c| matches!(c, Clause::BySourceUpdate(..) | Clause::BySourceDelete(..)));
-        let scan = match (&plan.key_filter, by_source) {
-            (Some(filter), false) => snapshot.scan().filter(filter.clone()),
-            _ => snapshot.scan(),
-        };
-        let files = scan.plan()?;
-        metrics.files_skipped = files.total_files - files.files.len();
-        match (&plan.key_filter, by_source) {
-            (Some(filter), false) => txn.record_read_predicate(filter)?,
-            _ => txn.record_read_whole_table(),
-        }
-        txn.record_read_files(&files.files);
-        txn = txn.with_parameter("strategy", format!("{strategy:?}"));
-
-        metrics.files_scanned = files.files.len();
-        let targets = if by_source || strategy == ChangeStrategy::CopyOnWrite {
-            // Every target row may change, or every hit file is rewritten whole: read the
-            // candidates whole, once.
-            read_candidates(&snapshot, &files.files).await?
-        } else {
-            // Merge-on-read: keys first, then just the rows a source key hits.
-            let names = plan.key_names();
-            let all = files.files.iter().cloned().map(|a| (a, None)).collect();
-            let keyed = read_selected(&snapshot.scan().select(names.clone()), all).await?;
-            let mut wanted = Vec::new();
-            for (add, rows) in keyed {
-                let hits = plan.key_hits(&rows.batch, &names)?;
-                if hits.is_empty() {
-                    continue;
-                }
-                let only: RoaringTreemap =
-                    hits.iter().map(|h| rows.positions[*h as usize]).collect();
-                wanted.push((add, Some(only)));
-            }
-            read_selected(&snapshot.scan(), wanted).await?
-        };
-        let mut source_matches = vec![0u32; plan.source.num_rows()];
-        let mut changes = Vec::new();
-        let mut new_rows = Vec::new();
-        for (add, rows) in targets {
-            let target = &rows.batch;
-            let (t_idx, s_idx) = plan.matches(target)?;
-            for s in &s_idx {
-                source_matches[*s as usize] += 1;
-                if source_matches[*s as usize] > 1 {
-                    return Err(plan.duplicate(*s as usize, "matches more than one target row"));
-                }
-            }
-            let mut deleted = RoaringTreemap::new();
-            // Matched pairs: the first clause whose condition holds applies.
-            let pairs = plan.pairs(target, &t_idx, &s_idx)?;
-            let mut remaining = BooleanArray::from(vec![true; t_idx.len()]);
-            for clause in &plan.matched {
-                let hit = clause.mask(&pairs, &remaining)?;
-                remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                    .map_err(Error::arrow("merge"))?;
-                let chosen: Vec<u32> = selected(&t_idx, &hit);
-                for t in &chosen {
-                    deleted.insert(rows.positions[*t as usize]);
-                }
-                if let Some(assignments) = &clause.assignments {
-                    let old = take_rows(target, &chosen)?;
-                    let inputs =
-                        filter_record_batch(&pairs, &hit).map_err(Error::arrow("merge"))?;
-                    let new = assign(&old, &inputs, assignments)?;
-                    check_partition_moves(table, &old, &new, assignments, allow_partition_moves)?;
-                    new_rows.push(new);
-                    metrics.rows_updated += chosen.len() as u64;
-                } else {
-                    metrics.rows_deleted += chosen.len() as u64;
-                }
-            }
-            // Target rows no source row matched.
-            if !plan.by_source.is_empty() {
-                let unmatched: Vec<u32> = (0..target.num_rows() as u32)
-                    .filter(|i| !t_idx.contains(i))
-                    .collect();
-                let lonely = plan.target_only(target, &unmatched)?;
-                let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
-                for clause in &plan.by_source {
-                    let hit = clause.mask(&lonely, &remaining)?;
-                    remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                        .map_err(Error::arrow("merge"))?;
-                    let chosen = selected(&unmatched, &hit);
-                    for t in &chosen {
-                        deleted.insert(rows.positions[*t as usize]);
-                    }
-                    if let Some(assignments) = &clause.assignments {
-                        let old = take_rows(target, &chosen)?;
-                        let inputs =
-                            filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
-                        let new = assign(&old, &inputs, assignments)?;
-                        check_partition_moves(
-                            table,
-                            &old,
-                            &new,
-                            assignments,
-                            allow_partition_moves,
-                        )?;
-                        new_rows.push(new);
-                        metrics.rows_updated += chosen.len() as u64;
-                    } else {
-                        metrics.rows_deleted += chosen.len() as u64;
-                    }
-                }
-            }
-            changes.push(FileChange { add, rows, deleted });
-        }
-
-        // Source rows no target row matched.
-        let unmatched: Vec<u32> = (0..plan.source.num_rows() as u32)
-            .filter(|s| source_matches[*s as usize] == 0)
-            .collect();
-        if !unmatched.is_empty() && !plan.not_matched.is_empty() {
-            let lonely = plan.source_only(&unmatched)?;
-            let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
-            for clause in &plan.not_matched {
-                let hit = clause.mask(&lonely, &remaining)?;
-                remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                    .map_err(Error::arrow("merge"))?;
-                let inputs = filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
-                if inputs.num_rows() == 0 {
-                    continue;
-                }
-                let empty = RecordBatch::new_empty(Arc::clone(snapshot.arrow_schema()));
-                let nulls = null_rows(&empty, inputs.num_rows())?;
-                new_rows.push(assign(
-                    &nulls,
-                    &inputs,
-                    clause.assignments.as_deref().unwrap_or(&[]),
-                )?);
-                metrics.rows_inserted += inputs.num_rows() as u64;
-            }
-        }
-        apply_changes(
-            &mut txn,
-            &snapshot,
-            strategy,
-            changes,
-            new_rows,
-            now(table),
-            &mut metrics,
-        )
-        .await?;
-        finish(table, txn, started, metrics).await
-    }
-}
-
 /// A clause bound for execution: a condition (on the combined batch) and assignments
 /// (`None` for a delete).
-struct BoundClause {
-    condition: Option<Expr>,
-    assignments: Option<Vec<Assignment>>,
+pub(super) struct BoundClause {
+    pub(super) condition: Option<Expr>,
+    pub(super) assignments: Option<Vec<Assignment>>,
 }
 
 impl BoundClause {
     /// The rows still undecided for which the condition holds.
-    fn mask(&self, batch: &RecordBatch, remaining: &BooleanArray) -> Result<BooleanArray> {
+    pub(super) fn mask(
+        &self,
+        batch: &RecordBatch,
+        remaining: &BooleanArray,
+    ) -> Result<BooleanArray> {
         let hit = match &self.condition {
             Some(c) => true_mask(evaluate_predicate(c, batch)?),
             None => BooleanArray::from(vec![true; batch.num_rows()]),
@@ -385,19 +48,19 @@ impl BoundClause {
 }
 
 /// Everything the MERGE needs once its inputs are checked.
-struct MergePlan {
-    source: RecordBatch,
-    target_schema: SchemaRef,
-    target_keys: Vec<usize>,
-    source_keys: Vec<ArrayRef>,
-    converter: RowConverter,
-    lookup: HashMap<Vec<u8>, Vec<u32>>,
-    condition: Option<Expr>,
-    key_filter: Option<Expr>,
-    matched: Vec<BoundClause>,
-    not_matched: Vec<BoundClause>,
-    by_source: Vec<BoundClause>,
-    key_names: Vec<String>,
+pub(super) struct MergePlan {
+    pub(super) source: RecordBatch,
+    pub(super) target_schema: SchemaRef,
+    pub(super) target_keys: Vec<usize>,
+    pub(super) source_keys: Vec<ArrayRef>,
+    pub(super) converter: RowConverter,
+    pub(super) lookup: HashMap<Vec<u8>, Vec<u32>>,
+    pub(super) condition: Option<Expr>,
+    pub(super) key_filter: Option<Expr>,
+    pub(super) matched: Vec<BoundClause>,
+    pub(super) not_matched: Vec<BoundClause>,
+    pub(super) by_source: Vec<BoundClause>,
+    pub(super) key_names: Vec<String>,
 }
 
 /// `{ target: struct, source: struct }`, the schema conditions and values are bound to.
@@ -418,8 +81,8 @@ fn combined_schema(target: &StructType, source: &StructType) -> StructType {
 
 impl MergePlan {
     #[allow(clippy::too_many_arguments)]
-    fn new(
-        snapshot: &crate::snapshot::Snapshot,
+    pub(super) fn new(
+        snapshot: &Snapshot,
         source: Vec<RecordBatch>,
         keys: &[(String, String)],
         condition: Option<&Expr>,
@@ -563,7 +226,7 @@ impl MergePlan {
         })
     }
 
-    fn duplicate(&self, source_row: usize, what: &str) -> Error {
+    pub(super) fn duplicate(&self, source_row: usize, what: &str) -> Error {
         let key: Vec<String> = self
             .source_keys
             .iter()
@@ -578,7 +241,7 @@ impl MergePlan {
     /// The (target row, source row) pairs whose keys match (and that meet the extra
     /// condition).
     /// The names of the target's key columns, to read them alone.
-    fn key_names(&self) -> Vec<String> {
+    pub(super) fn key_names(&self) -> Vec<String> {
         self.target_keys
             .iter()
             .map(|i| self.target_schema.field(*i).name().clone())
@@ -586,7 +249,7 @@ impl MergePlan {
     }
 
     /// (target row, source row) pairs whose keys are equal, for target key columns.
-    fn key_pairs(&self, keys: &[ArrayRef]) -> Result<(Vec<u32>, Vec<u32>)> {
+    pub(super) fn key_pairs(&self, keys: &[ArrayRef]) -> Result<(Vec<u32>, Vec<u32>)> {
         let rows = self
             .converter
             .convert_columns(keys)
@@ -609,7 +272,7 @@ impl MergePlan {
 
     /// Rows of a batch of the target's key columns (read alone) whose key a source row
     /// has: a superset of the matches, which the merge condition narrows on whole rows.
-    fn key_hits(&self, keys: &RecordBatch, names: &[String]) -> Result<Vec<u32>> {
+    pub(super) fn key_hits(&self, keys: &RecordBatch, names: &[String]) -> Result<Vec<u32>> {
         let columns = names
             .iter()
             .map(|n| {
@@ -631,7 +294,7 @@ impl MergePlan {
         Ok(hits)
     }
 
-    fn matches(&self, target: &RecordBatch) -> Result<(Vec<u32>, Vec<u32>)> {
+    pub(super) fn matches(&self, target: &RecordBatch) -> Result<(Vec<u32>, Vec<u32>)> {
         let keys: Vec<ArrayRef> = self
             .target_keys
             .iter()
@@ -658,21 +321,26 @@ impl MergePlan {
     }
 
     /// `{target, source}` rows of matched pairs.
-    fn pairs(&self, target: &RecordBatch, t_idx: &[u32], s_idx: &[u32]) -> Result<RecordBatch> {
+    pub(super) fn pairs(
+        &self,
+        target: &RecordBatch,
+        t_idx: &[u32],
+        s_idx: &[u32],
+    ) -> Result<RecordBatch> {
         let t = struct_of(&take_rows(target, t_idx)?);
         let s = struct_of(&take_rows(&self.source, s_idx)?);
         combined(t, s)
     }
 
     /// `{target, source: null}` rows of target rows no source row matched.
-    fn target_only(&self, target: &RecordBatch, t_idx: &[u32]) -> Result<RecordBatch> {
+    pub(super) fn target_only(&self, target: &RecordBatch, t_idx: &[u32]) -> Result<RecordBatch> {
         let t = struct_of(&take_rows(target, t_idx)?);
         let s = new_null_array(&struct_type(&self.source.schema()), t_idx.len());
         combined(t, s)
     }
 
     /// `{target: null, source}` rows of source rows no target row matched.
-    fn source_only(&self, s_idx: &[u32]) -> Result<RecordBatch> {
+    pub(super) fn source_only(&self, s_idx: &[u32]) -> Result<RecordBatch> {
         let s = struct_of(&take_rows(&self.source, s_idx)?);
         let t = new_null_array(&struct_type(&self.target_schema), s_idx.len());
         combined(t, s)
@@ -705,7 +373,7 @@ fn combined(target: ArrayRef, source: ArrayRef) -> Result<RecordBatch> {
         .map_err(Error::arrow("pairing merge rows"))
 }
 
-fn take_rows(batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch> {
+pub(super) fn take_rows(batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch> {
     let indices = UInt32Array::from(rows.to_vec());
     let columns = batch
         .columns()
@@ -722,7 +390,7 @@ fn take_rows(batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch> {
 }
 
 /// The entries of `items` where `mask` holds.
-fn selected(items: &[u32], mask: &BooleanArray) -> Vec<u32> {
+pub(super) fn selected(items: &[u32], mask: &BooleanArray) -> Vec<u32> {
     items
         .iter()
         .enumerate()
@@ -732,7 +400,7 @@ fn selected(items: &[u32], mask: &BooleanArray) -> Vec<u32> {
 }
 
 /// `rows` rows of nulls in `empty`'s schema, for inserts to fill.
-fn null_rows(empty: &RecordBatch, rows: usize) -> Result<RecordBatch> {
+pub(super) fn null_rows(empty: &RecordBatch, rows: usize) -> Result<RecordBatch> {
     let columns = empty
         .schema()
         .fields()

@@ -1,0 +1,209 @@
+//! Creating a table: [`CreateBuilder`], started by [`Table::create`] or
+//! [`Table::create_at`], writes version 0 with put-if-absent.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::Schema;
+use serde_json::{Map, Value};
+use tarn_store::{StoreLocation, StoreOptions};
+use uuid::Uuid;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::paths::validate_name;
+use crate::protocol::features::ensure_writable;
+use crate::protocol::{Action, DataType, Format, Metadata, Protocol, StructType};
+use crate::snapshot::Snapshot;
+use crate::table::Table;
+use crate::txn::commit_create;
+use crate::write::validate_partition_columns;
+
+impl Table {
+    /// Starts creating a table at `url`.
+    pub fn create(url: &str) -> CreateBuilder {
+        CreateBuilder::new(Target::Url(url.to_string(), StoreOptions::default()))
+    }
+
+    /// Starts creating a table at a location built by hand.
+    pub fn create_at(location: StoreLocation) -> CreateBuilder {
+        CreateBuilder::new(Target::Location(location))
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Target {
+    Url(String, StoreOptions),
+    Location(StoreLocation),
+}
+
+/// A table being created; run it with [`execute`](Self::execute).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct CreateBuilder {
+    target: Target,
+    schema: Option<StructType>,
+    arrow_schema: Option<Schema>,
+    partition_columns: Vec<String>,
+    properties: HashMap<String, String>,
+    name: Option<String>,
+    description: Option<String>,
+    clock: Arc<dyn Clock>,
+}
+
+impl CreateBuilder {
+    fn new(target: Target) -> Self {
+        Self {
+            target,
+            schema: None,
+            arrow_schema: None,
+            partition_columns: Vec::new(),
+            properties: HashMap::new(),
+            name: None,
+            description: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Store options for a URL target (endpoint, credentials, region).
+    pub fn with_store_options(mut self, options: StoreOptions) -> Self {
+        if let Target::Url(url, _) = self.target {
+            self.target = Target::Url(url, options);
+        }
+        self
+    }
+
+    /// The schema, from Arrow.
+    pub fn with_arrow_schema(mut self, schema: &Schema) -> Self {
+        self.arrow_schema = Some(schema.clone());
+        self
+    }
+
+    /// The schema, as a Delta schema.
+    pub fn with_schema(mut self, schema: StructType) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Partition columns, in folder order.
+    pub fn with_partition_columns(
+        mut self,
+        columns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.partition_columns = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// A table property (`delta.checkpointInterval`, `delta.appendOnly`, ...).
+    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// The table's name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The table's description.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The clock the creation time and commit timestamp come from; the table handle
+    /// returned keeps it for its commits.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Writes version 0.
+    ///
+    /// Fails with [`Error::InvalidArgument`] without a schema or for bad column names
+    /// (empty, with `/` or control characters, duplicated) or partition columns,
+    /// [`Error::InvalidSchema`] for Arrow types Delta lacks, and
+    /// [`Error::TableAlreadyExists`] when the location already holds a table.
+    pub async fn execute(self) -> Result<Table> {
+        let location = match &self.target {
+            Target::Url(url, options) => tarn_store::open_with_options(url, options)?,
+            Target::Location(location) => location.clone(),
+        };
+        let schema = match (self.schema, &self.arrow_schema) {
+            (Some(s), _) => s,
+            (None, Some(a)) => StructType::try_from_arrow(a)?,
+            (None, None) => {
+                return Err(Error::InvalidArgument {
+                    name: "schema",
+                    reason: "a table needs a schema".into(),
+                });
+            }
+        };
+        validate_schema(&schema)?;
+        validate_partition_columns(&schema, &self.partition_columns)?;
+        if let Some(version) = crate::snapshot::latest_version(&location).await? {
+            return Err(Error::TableAlreadyExists {
+                url: location.url().to_string(),
+                version,
+            });
+        }
+        let metadata = Metadata {
+            id: Uuid::new_v4().to_string(),
+            name: self.name,
+            description: self.description,
+            format: Format::default(),
+            schema_string: schema.to_json(),
+            partition_columns: self.partition_columns.clone(),
+            configuration: self
+                .properties
+                .into_iter()
+                .map(|(k, v)| (k, Some(v)))
+                .collect(),
+            created_time: Some(self.clock.now_ms()),
+        };
+        let protocol = Protocol::for_new_table(&schema, &metadata);
+        ensure_writable(&protocol, &metadata, &schema)?;
+        let actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
+        let mut parameters = Map::new();
+        parameters.insert(
+            "partitionBy".into(),
+            Value::from(serde_json::to_string(&self.partition_columns).unwrap_or_default()),
+        );
+        let (timestamp, actions) =
+            commit_create(&location, &actions, parameters, self.clock.as_ref()).await?;
+        let snapshot = Snapshot::new_table(location, timestamp, actions)?;
+        Ok(Table::from_snapshot(snapshot).with_clock(self.clock))
+    }
+}
+
+/// Column names must be usable as folder names and unique regardless of case (Delta
+/// resolves names case-insensitively).
+fn validate_schema(schema: &StructType) -> Result<()> {
+    if schema.fields.is_empty() {
+        return Err(Error::InvalidArgument {
+            name: "schema",
+            reason: "a table needs at least one column".into(),
+        });
+    }
+    fn walk(s: &StructType) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        for field in &s.fields {
+            validate_name("column", &field.name)?;
+            if !seen.insert(field.name.to_lowercase()) {
+                return Err(Error::InvalidArgument {
+                    name: "schema",
+                    reason: format!(
+                        "column {:?} appears twice (names are case-insensitive)",
+                        field.name
+                    ),
+                });
+            }
+            if let DataType::Struct(inner) = &field.data_type {
+                walk(inner)?;
+            }
+        }
+        Ok(())
+    }
+    walk(schema)
+}

@@ -1,0 +1,359 @@
+//! MERGE: match source rows to target rows on key columns and apply ordered clauses.
+//!
+//! Conditions and values name columns as `target.x` and `source.x` ([`target_col`],
+//! [`source_col`]). Matching is a hash join on the keys (nulls never match). A target row
+//! matched by two source rows, or a source row matching two target rows, is an
+//! [`Error::MergeDuplicateMatch`] and nothing is committed. Target files are pruned with
+//! the source's keys (an IN list, or their range) before any is read.
+//!
+//! [`target_col`]: crate::expr::target_col
+//! [`source_col`]: crate::expr::source_col
+
+mod plan;
+
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, RecordBatch};
+use arrow::compute::{and, filter_record_batch, not};
+use roaring::RoaringTreemap;
+
+use super::update::{assign, check_partition_moves};
+use super::{
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now,
+    read_candidates, read_selected, resolve_strategy, start,
+};
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::table::Table;
+use plan::{MergePlan, null_rows, selected, take_rows};
+
+/// One clause of a MERGE, in the order given.
+#[derive(Debug, Clone)]
+enum Clause {
+    MatchedUpdate(Option<Expr>, Vec<(String, Expr)>),
+    MatchedUpdateAll(Option<Expr>),
+    MatchedDelete(Option<Expr>),
+    NotMatchedInsert(Option<Expr>, Vec<(String, Expr)>),
+    NotMatchedInsertAll(Option<Expr>),
+    BySourceUpdate(Option<Expr>, Vec<(String, Expr)>),
+    BySourceDelete(Option<Expr>),
+}
+
+/// A MERGE being configured; run it with [`execute`](Self::execute).
+#[derive(Debug)]
+#[must_use]
+pub struct MergeBuilder<'a> {
+    table: &'a mut Table,
+    source: Vec<RecordBatch>,
+    keys: Vec<(String, String)>,
+    condition: Option<Expr>,
+    clauses: Vec<Clause>,
+    strategy: Option<ChangeStrategy>,
+    allow_partition_moves: bool,
+}
+
+impl Table {
+    /// Starts a MERGE of `source` into the table.
+    pub fn merge(&mut self, source: impl IntoIterator<Item = RecordBatch>) -> MergeBuilder<'_> {
+        MergeBuilder {
+            table: self,
+            source: source.into_iter().collect(),
+            keys: Vec::new(),
+            condition: None,
+            clauses: Vec::new(),
+            strategy: None,
+            allow_partition_moves: false,
+        }
+    }
+}
+
+impl MergeBuilder<'_> {
+    /// Matches on these columns, named the same in target and source.
+    pub fn on(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.keys = keys
+            .into_iter()
+            .map(|k| {
+                let k = k.into();
+                (k.clone(), k)
+            })
+            .collect();
+        self
+    }
+
+    /// Matches on (target column, source column) pairs.
+    pub fn on_columns(
+        mut self,
+        keys: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
+    ) -> Self {
+        self.keys = keys
+            .into_iter()
+            .map(|(t, s)| (t.into(), s.into()))
+            .collect();
+        self
+    }
+
+    /// A further condition a match must meet (on `target.x` and `source.x`).
+    pub fn condition(mut self, condition: Expr) -> Self {
+        self.condition = Some(condition);
+        self
+    }
+
+    /// WHEN MATCHED [AND cond] THEN UPDATE SET the assignments.
+    pub fn when_matched_update(
+        mut self,
+        condition: Option<Expr>,
+        assignments: impl IntoIterator<Item = (impl Into<String>, Expr)>,
+    ) -> Self {
+        let sets = assignments
+            .into_iter()
+            .map(|(c, e)| (c.into(), e))
+            .collect();
+        self.clauses.push(Clause::MatchedUpdate(condition, sets));
+        self
+    }
+
+    /// WHEN MATCHED [AND cond] THEN UPDATE SET every target column to the source column of
+    /// the same name.
+    pub fn when_matched_update_all(mut self, condition: Option<Expr>) -> Self {
+        self.clauses.push(Clause::MatchedUpdateAll(condition));
+        self
+    }
+
+    /// WHEN MATCHED [AND cond] THEN DELETE.
+    pub fn when_matched_delete(mut self, condition: Option<Expr>) -> Self {
+        self.clauses.push(Clause::MatchedDelete(condition));
+        self
+    }
+
+    /// WHEN NOT MATCHED [AND cond] THEN INSERT with these values (on `source.x`); other
+    /// columns are null.
+    pub fn when_not_matched_insert(
+        mut self,
+        condition: Option<Expr>,
+        values: impl IntoIterator<Item = (impl Into<String>, Expr)>,
+    ) -> Self {
+        let values = values.into_iter().map(|(c, e)| (c.into(), e)).collect();
+        self.clauses
+            .push(Clause::NotMatchedInsert(condition, values));
+        self
+    }
+
+    /// WHEN NOT MATCHED [AND cond] THEN INSERT the source row, columns by name.
+    pub fn when_not_matched_insert_all(mut self, condition: Option<Expr>) -> Self {
+        self.clauses.push(Clause::NotMatchedInsertAll(condition));
+        self
+    }
+
+    /// WHEN NOT MATCHED BY SOURCE [AND cond] THEN UPDATE SET the assignments (on
+    /// `target.x`).
+    pub fn when_not_matched_by_source_update(
+        mut self,
+        condition: Option<Expr>,
+        assignments: impl IntoIterator<Item = (impl Into<String>, Expr)>,
+    ) -> Self {
+        let sets = assignments
+            .into_iter()
+            .map(|(c, e)| (c.into(), e))
+            .collect();
+        self.clauses.push(Clause::BySourceUpdate(condition, sets));
+        self
+    }
+
+    /// WHEN NOT MATCHED BY SOURCE [AND cond] THEN DELETE.
+    pub fn when_not_matched_by_source_delete(mut self, condition: Option<Expr>) -> Self {
+        self.clauses.push(Clause::BySourceDelete(condition));
+        self
+    }
+
+    /// Copy-on-write or merge-on-read, overriding the table's choice.
+    pub fn strategy(mut self, strategy: ChangeStrategy) -> Self {
+        self.strategy = Some(strategy);
+        self
+    }
+
+    /// Whether updates may assign partition columns (moving rows between partitions).
+    pub fn allow_partition_moves(mut self, allow: bool) -> Self {
+        self.allow_partition_moves = allow;
+        self
+    }
+
+    /// Runs the MERGE and commits.
+    ///
+    /// Fails with [`Error::InvalidArgument`] without keys or clauses,
+    /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
+    /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
+    /// [`Error::MergeDuplicateMatch`] for ambiguous matches, and as
+    /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
+    pub async fn execute(self) -> Result<DmlOutcome> {
+        let MergeBuilder {
+            table,
+            source,
+            keys,
+            condition,
+            clauses,
+            strategy,
+            allow_partition_moves,
+        } = self;
+        let (started, mut txn) = start(table, "MERGE");
+        let snapshot = txn.snapshot().clone();
+        let strategy = resolve_strategy(&snapshot, strategy)?;
+        if keys.is_empty() || clauses.is_empty() {
+            return Err(Error::InvalidArgument {
+                name: "merge",
+                reason: "a merge needs key columns and at least one clause".into(),
+            });
+        }
+        let plan = MergePlan::new(&snapshot, source, &keys, condition.as_ref(), &clauses)?;
+        let mut metrics = DmlMetrics::default();
+
+        // Target files that may hold a matching key (all of them when rows unmatched by
+        // the source can change).
+        let by_source = clauses
+            .iter()
+            .any(|c| matches!(c, Clause::BySourceUpdate(..) | Clause::BySourceDelete(..)));
+        let scan = match (&plan.key_filter, by_source) {
+            (Some(filter), false) => snapshot.scan().filter(filter.clone()),
+            _ => snapshot.scan(),
+        };
+        let files = scan.plan()?;
+        metrics.files_skipped = files.total_files - files.files.len();
+        match (&plan.key_filter, by_source) {
+            (Some(filter), false) => txn.record_read_predicate(filter)?,
+            _ => txn.record_read_whole_table(),
+        }
+        txn.record_read_files(&files.files);
+        txn = txn.with_parameter("strategy", format!("{strategy:?}"));
+
+        metrics.files_scanned = files.files.len();
+        let targets = if by_source || strategy == ChangeStrategy::CopyOnWrite {
+            // Every target row may change, or every hit file is rewritten whole: read the
+            // candidates whole, once.
+            read_candidates(&snapshot, &files.files).await?
+        } else {
+            // Merge-on-read: keys first, then just the rows a source key hits.
+            let names = plan.key_names();
+            let all = files.files.iter().cloned().map(|a| (a, None)).collect();
+            let keyed = read_selected(&snapshot.scan().select(names.clone()), all).await?;
+            let mut wanted = Vec::new();
+            for (add, rows) in keyed {
+                let hits = plan.key_hits(&rows.batch, &names)?;
+                if hits.is_empty() {
+                    continue;
+                }
+                let only: RoaringTreemap =
+                    hits.iter().map(|h| rows.positions[*h as usize]).collect();
+                wanted.push((add, Some(only)));
+            }
+            read_selected(&snapshot.scan(), wanted).await?
+        };
+        let mut source_matches = vec![0u32; plan.source.num_rows()];
+        let mut changes = Vec::new();
+        let mut new_rows = Vec::new();
+        for (add, rows) in targets {
+            let target = &rows.batch;
+            let (t_idx, s_idx) = plan.matches(target)?;
+            for s in &s_idx {
+                source_matches[*s as usize] += 1;
+                if source_matches[*s as usize] > 1 {
+                    return Err(plan.duplicate(*s as usize, "matches more than one target row"));
+                }
+            }
+            let mut deleted = RoaringTreemap::new();
+            // Matched pairs: the first clause whose condition holds applies.
+            let pairs = plan.pairs(target, &t_idx, &s_idx)?;
+            let mut remaining = BooleanArray::from(vec![true; t_idx.len()]);
+            for clause in &plan.matched {
+                let hit = clause.mask(&pairs, &remaining)?;
+                remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
+                    .map_err(Error::arrow("merge"))?;
+                let chosen: Vec<u32> = selected(&t_idx, &hit);
+                for t in &chosen {
+                    deleted.insert(rows.positions[*t as usize]);
+                }
+                if let Some(assignments) = &clause.assignments {
+                    let old = take_rows(target, &chosen)?;
+                    let inputs =
+                        filter_record_batch(&pairs, &hit).map_err(Error::arrow("merge"))?;
+                    let new = assign(&old, &inputs, assignments)?;
+                    check_partition_moves(table, &old, &new, assignments, allow_partition_moves)?;
+                    new_rows.push(new);
+                    metrics.rows_updated += chosen.len() as u64;
+                } else {
+                    metrics.rows_deleted += chosen.len() as u64;
+                }
+            }
+            // Target rows no source row matched.
+            if !plan.by_source.is_empty() {
+                let unmatched: Vec<u32> = (0..target.num_rows() as u32)
+                    .filter(|i| !t_idx.contains(i))
+                    .collect();
+                let lonely = plan.target_only(target, &unmatched)?;
+                let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
+                for clause in &plan.by_source {
+                    let hit = clause.mask(&lonely, &remaining)?;
+                    remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
+                        .map_err(Error::arrow("merge"))?;
+                    let chosen = selected(&unmatched, &hit);
+                    for t in &chosen {
+                        deleted.insert(rows.positions[*t as usize]);
+                    }
+                    if let Some(assignments) = &clause.assignments {
+                        let old = take_rows(target, &chosen)?;
+                        let inputs =
+                            filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
+                        let new = assign(&old, &inputs, assignments)?;
+                        check_partition_moves(
+                            table,
+                            &old,
+                            &new,
+                            assignments,
+                            allow_partition_moves,
+                        )?;
+                        new_rows.push(new);
+                        metrics.rows_updated += chosen.len() as u64;
+                    } else {
+                        metrics.rows_deleted += chosen.len() as u64;
+                    }
+                }
+            }
+            changes.push(FileChange { add, rows, deleted });
+        }
+
+        // Source rows no target row matched.
+        let unmatched: Vec<u32> = (0..plan.source.num_rows() as u32)
+            .filter(|s| source_matches[*s as usize] == 0)
+            .collect();
+        if !unmatched.is_empty() && !plan.not_matched.is_empty() {
+            let lonely = plan.source_only(&unmatched)?;
+            let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
+            for clause in &plan.not_matched {
+                let hit = clause.mask(&lonely, &remaining)?;
+                remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
+                    .map_err(Error::arrow("merge"))?;
+                let inputs = filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
+                if inputs.num_rows() == 0 {
+                    continue;
+                }
+                let empty = RecordBatch::new_empty(Arc::clone(snapshot.arrow_schema()));
+                let nulls = null_rows(&empty, inputs.num_rows())?;
+                new_rows.push(assign(
+                    &nulls,
+                    &inputs,
+                    clause.assignments.as_deref().unwrap_or(&[]),
+                )?);
+                metrics.rows_inserted += inputs.num_rows() as u64;
+            }
+        }
+        apply_changes(
+            &mut txn,
+            &snapshot,
+            strategy,
+            changes,
+            new_rows,
+            now(table),
+            &mut metrics,
+        )
+        .await?;
+        finish(table, txn, started, metrics).await
+    }
+}

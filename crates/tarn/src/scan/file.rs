@@ -1,0 +1,299 @@
+//! Reading one data file: as a stream of output batches for a scan, or whole with each
+//! live row's position in the file for row-level changes. Deletion vectors become row
+//! selections, so deleted rows are never decoded.
+
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
+use parquet::file::metadata::PageIndexPolicy;
+use roaring::RoaringTreemap;
+
+use super::row_groups::RowGroupStats;
+use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, assemble};
+use crate::conform::{Source, find_field};
+use crate::dv::load_deletion_vector;
+use crate::error::{Error, Result};
+use crate::expr::may_match;
+use crate::protocol::Add;
+use crate::reader::{decoder_panic, open_data_file};
+use crate::snapshot::Snapshot;
+
+/// The live rows of one data file (those its deletion vector does not mark), in the
+/// table's logical schema, with each row's position in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct FileRows {
+    pub(crate) batch: RecordBatch,
+    pub(crate) positions: Vec<u64>,
+    /// Rows in the file, deleted ones included.
+    pub(crate) physical_rows: u64,
+}
+
+/// Reads every live row of a file with its position (row groups in order, no pruning).
+pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<FileRows> {
+    read_file_rows_of(&snapshot.scan(), add, None).await
+}
+
+/// Reads the live rows of a file with their positions: the columns `scan` selects and, when
+/// `only` is given, only the rows at those positions (decoded through a row selection, so
+/// the rest of each page is skipped).
+pub(crate) async fn read_file_rows_of(
+    scan: &Scan,
+    add: &Add,
+    only: Option<&RoaringTreemap>,
+) -> Result<FileRows> {
+    let snapshot = &scan.snapshot;
+    let ctx = Arc::new(scan.context()?);
+    let location = snapshot.location();
+    // With a few rows wanted, the offset index lets the reader fetch only their pages.
+    let options = if only.is_some() {
+        ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional)
+    } else {
+        ArrowReaderOptions::new()
+    };
+    let (file, deleted) = futures::join!(
+        open_data_file(location, add, options),
+        load_deletion_vector_of(snapshot, add)
+    );
+    let (file, deleted) = (file?, deleted?);
+    let (builder, errors) = (file.builder, file.errors);
+    let mode = snapshot.column_mapping_mode();
+    let file_schema = Arc::clone(builder.schema());
+    let mut roots: Vec<usize> = ctx
+        .read_fields
+        .iter()
+        .filter_map(|f| find_field(file_schema.fields(), f, Source::File(mode)))
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let physical_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+    let mut builder = builder.with_projection(mask).with_batch_size(64 * 1024);
+    // The file positions the batches hold, in order.
+    let read_positions: Vec<u64> = match only {
+        Some(wanted) => {
+            let wanted: Vec<u64> = wanted.iter().filter(|p| *p < physical_rows).collect();
+            builder = builder.with_row_selection(selection_of(&wanted, physical_rows));
+            wanted
+        }
+        None => (0..physical_rows).collect(),
+    };
+    let stream = builder.build().map_err(|e| errors.error(e))?;
+    let stream = std::panic::AssertUnwindSafe(stream)
+        .catch_unwind()
+        .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))));
+    let partitions = ctx.partition_values(add)?;
+    let batches: Vec<RecordBatch> = stream
+        .map(|b| {
+            let b = b.map_err(|e| errors.error(e))?;
+            assemble(&ctx, &b, &partitions, mode, errors.url())
+        })
+        .try_collect()
+        .await?;
+    let all = arrow::compute::concat_batches(&ctx.output_schema, &batches)
+        .map_err(Error::arrow(format!("reading {}", errors.url())))?;
+    if all.num_rows() != read_positions.len() {
+        return Err(errors.error(parquet::errors::ParquetError::General(format!(
+            "read {} rows where {} were selected",
+            all.num_rows(),
+            read_positions.len()
+        ))));
+    }
+    let (batch, positions) = match deleted {
+        None => (all, read_positions),
+        Some(bitmap) => {
+            let keep: BooleanArray = read_positions
+                .iter()
+                .map(|p| Some(!bitmap.contains(*p)))
+                .collect();
+            let positions = read_positions
+                .into_iter()
+                .filter(|p| !bitmap.contains(*p))
+                .collect();
+            let kept = filter_record_batch(&all, &keep)
+                .map_err(Error::arrow("applying a deletion vector"))?;
+            (kept, positions)
+        }
+    };
+    Ok(FileRows {
+        batch,
+        positions,
+        physical_rows,
+    })
+}
+
+/// A row selection reading exactly `wanted` (sorted, distinct) of `rows` rows.
+fn selection_of(wanted: &[u64], rows: u64) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut at = 0u64;
+    let mut i = 0;
+    while i < wanted.len() {
+        let start = wanted[i];
+        let mut end = start + 1;
+        while i + 1 < wanted.len() && wanted[i + 1] == end {
+            i += 1;
+            end += 1;
+        }
+        if start > at {
+            selectors.push(RowSelector::skip((start - at) as usize));
+        }
+        selectors.push(RowSelector::select((end - start) as usize));
+        at = end;
+        i += 1;
+    }
+    if rows > at {
+        selectors.push(RowSelector::skip((rows - at) as usize));
+    }
+    RowSelection::from(selectors)
+}
+
+/// Opens one file and returns the stream of its output batches.
+pub(super) async fn read_file(
+    ctx: Arc<ScanContext>,
+    file: PlannedFile,
+) -> Result<RecordBatchStream> {
+    let location = ctx.snapshot.location();
+    let (data, deleted) = futures::join!(
+        open_data_file(location, &file.add, ArrowReaderOptions::new()),
+        load_deletion_vector_of(&ctx.snapshot, &file.add)
+    );
+    let (data, deleted) = (data?, deleted?);
+    let (builder, errors) = (data.builder, data.errors);
+    let file_schema = Arc::clone(builder.schema());
+    let mode = ctx.snapshot.column_mapping_mode();
+    let partition_names: Vec<&str> = ctx
+        .snapshot
+        .partition_columns()
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+
+    // Data columns to read, by their root index in the file.
+    let mut roots = Vec::new();
+    for field in ctx
+        .read_fields
+        .iter()
+        .filter(|f| !partition_names.contains(&f.name.as_str()))
+    {
+        if let Some(i) = find_field(file_schema.fields(), field, Source::File(mode)) {
+            roots.push(i);
+        }
+    }
+    roots.sort_unstable();
+    roots.dedup();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+
+    let metadata = Arc::clone(builder.metadata());
+    let row_groups: Vec<usize> = match &ctx.predicate {
+        Some(p) => {
+            let view = RowGroupStats::new(&ctx, &file_schema, &metadata, &file.partitions);
+            (0..metadata.num_row_groups())
+                .filter(|rg| may_match(p, &view.at(*rg)))
+                .collect()
+        }
+        None => (0..metadata.num_row_groups()).collect(),
+    };
+    if row_groups.is_empty() {
+        return Ok(futures::stream::empty().boxed());
+    }
+    let mut builder = builder
+        .with_projection(mask)
+        .with_batch_size(ctx.batch_size)
+        .with_row_groups(row_groups.clone());
+    if let Some(deleted) = &deleted {
+        let mut starts = Vec::with_capacity(metadata.num_row_groups());
+        let mut next = 0u64;
+        for rg in metadata.row_groups() {
+            starts.push((next, rg.num_rows() as u64));
+            next += rg.num_rows() as u64;
+        }
+        let kept: Vec<(u64, u64)> = row_groups.iter().map(|rg| starts[*rg]).collect();
+        builder = builder.with_row_selection(deletion_selection(deleted, &kept));
+    }
+    let stream = builder.build().map_err(|e| errors.error(e))?;
+    // A corrupt page can make the decoder panic: the scan gets an error for this file.
+    let stream = std::panic::AssertUnwindSafe(stream)
+        .catch_unwind()
+        .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))));
+    let ctx2 = Arc::clone(&ctx);
+    let partitions = file.partitions;
+    Ok(stream
+        .map(move |batch| {
+            let batch = batch.map_err(|e| errors.error(e))?;
+            assemble(&ctx2, &batch, &partitions, mode, errors.url())
+        })
+        .try_filter(|b| futures::future::ready(b.num_rows() > 0))
+        .boxed())
+}
+
+/// The deletion vector of `add`, loaded and checked, if it has one.
+async fn load_deletion_vector_of(snapshot: &Snapshot, add: &Add) -> Result<Option<RoaringTreemap>> {
+    match &add.deletion_vector {
+        Some(dv) => load_deletion_vector(snapshot.location(), dv)
+            .await
+            .map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The rows to read of the kept row groups (each `(first row, rows)` in file order),
+/// skipping those the deletion vector marks.
+fn deletion_selection(deleted: &RoaringTreemap, kept: &[(u64, u64)]) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut rows_deleted = deleted.iter().peekable();
+    for &(start, rows) in kept {
+        let end = start + rows;
+        let mut position = start;
+        while let Some(row) = rows_deleted.next_if(|r| *r < end) {
+            if row < start {
+                continue;
+            }
+            if row > position {
+                selectors.push(RowSelector::select((row - position) as usize));
+            }
+            selectors.push(RowSelector::skip(1));
+            position = row + 1;
+        }
+        if end > position {
+            selectors.push(RowSelector::select((end - position) as usize));
+        }
+    }
+    RowSelection::from(selectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_vectors_become_row_selections_over_kept_row_groups() {
+        let deleted: RoaringTreemap = [0u64, 7, 14, 25].into_iter().collect();
+        // Row groups of 10 rows; the second one (rows 10..20) is pruned.
+        let selection = deletion_selection(&deleted, &[(0, 10), (20, 10)]);
+        let selectors: Vec<RowSelector> = selection.into();
+        assert_eq!(
+            selectors,
+            vec![
+                RowSelector::skip(1),
+                RowSelector::select(6),
+                RowSelector::skip(1),
+                RowSelector::select(2),
+                RowSelector::select(5),
+                RowSelector::skip(1),
+                RowSelector::select(4),
+            ]
+            .into_iter()
+            .fold(Vec::new(), |mut acc: Vec<RowSelector>, s| {
+                // RowSelection merges adjacent selectors of the same kind.
+                match acc.last_mut() {
+                    Some(last) if last.skip == s.skip => last.row_count += s.row_count,
+                    _ => acc.push(s),
+                }
+                acc
+            })
+        );
+    }
+}

@@ -1,0 +1,368 @@
+//! Scans: projection and a predicate over a snapshot, as a stream of Arrow batches.
+//!
+//! Pruning happens in order: partition values, then file statistics (both in
+//! [`Scan::plan`], without IO), then Parquet row-group statistics when a file is opened.
+//! Deletion vectors and the residual predicate are applied to the rows read. Files are
+//! read concurrently.
+
+mod file;
+mod row_groups;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::compute::{filter_record_batch, prep_null_mask_filter};
+use arrow::datatypes::{Schema, SchemaRef};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
+
+use crate::conform::{Source, conform, find_field};
+use crate::error::{Error, Result};
+use crate::expr::{ColumnName, Expr, Scalar, evaluate_predicate, may_match};
+use crate::properties::ColumnMappingMode;
+use crate::protocol::{Add, StructField};
+use crate::snapshot::Snapshot;
+use crate::stats::{ColumnInfo, FileStats, FileStatsView, column_infos};
+
+/// A stream of record batches.
+pub type RecordBatchStream = BoxStream<'static, Result<RecordBatch>>;
+
+/// Default rows per batch.
+pub const DEFAULT_BATCH_SIZE: usize = 8192;
+/// Default number of files read at once.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// A scan of one snapshot: which columns, which rows. Build with [`Snapshot::scan`] or
+/// `Table::scan`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Scan {
+    snapshot: Snapshot,
+    columns: Option<Vec<String>>,
+    predicate: Option<Expr>,
+    batch_size: usize,
+    concurrency: usize,
+}
+
+/// What a scan will read, and how much pruning removed.
+#[derive(Debug, Clone)]
+pub struct ScanPlan {
+    /// The files to read.
+    pub files: Vec<Add>,
+    /// Live files in the snapshot.
+    pub total_files: usize,
+    /// Files skipped by partition values.
+    pub skipped_by_partition: usize,
+    /// Files skipped by statistics.
+    pub skipped_by_stats: usize,
+    /// The schema of the batches the scan returns.
+    pub schema: SchemaRef,
+}
+
+impl Snapshot {
+    /// A scan of this snapshot: all columns, all rows, until narrowed.
+    pub fn scan(&self) -> Scan {
+        Scan {
+            snapshot: self.clone(),
+            columns: None,
+            predicate: None,
+            batch_size: DEFAULT_BATCH_SIZE,
+            concurrency: DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
+impl Scan {
+    /// Returns only these columns, in this order.
+    pub fn select(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Returns only rows for which `predicate` is true (null counts as false).
+    pub fn filter(mut self, predicate: Expr) -> Self {
+        self.predicate = Some(predicate);
+        self
+    }
+
+    /// Rows per batch (default 8192).
+    pub fn with_batch_size(mut self, rows: usize) -> Self {
+        self.batch_size = rows.max(1);
+        self
+    }
+
+    /// Files read at once (default 8).
+    pub fn with_concurrency(mut self, files: usize) -> Self {
+        self.concurrency = files.max(1);
+        self
+    }
+
+    fn context(&self) -> Result<ScanContext> {
+        let snapshot = &self.snapshot;
+        let schema = snapshot.schema();
+        let output: Vec<String> = match &self.columns {
+            Some(columns) => {
+                for c in columns {
+                    if schema.field(c).is_none() {
+                        return Err(Error::UnknownColumn {
+                            column: c.clone(),
+                            available: schema.field_names(),
+                        });
+                    }
+                }
+                columns.clone()
+            }
+            None => schema.field_names(),
+        };
+        let predicate = self
+            .predicate
+            .as_ref()
+            .map(|p| p.bind(schema))
+            .transpose()?;
+        // Columns to read: the output plus what the predicate needs, in table order.
+        let mut needed: Vec<String> = output.clone();
+        if let Some(p) = &predicate {
+            for c in p.columns() {
+                if !needed.iter().any(|n| n == c.root()) {
+                    needed.push(c.root().to_string());
+                }
+            }
+        }
+        let read_fields: Vec<StructField> = schema
+            .fields
+            .iter()
+            .filter(|f| needed.contains(&f.name))
+            .cloned()
+            .collect();
+        let columns = predicate
+            .as_ref()
+            .map(|p| column_infos(schema, p.columns()))
+            .unwrap_or_default();
+        let full = snapshot.arrow_schema();
+        let output_schema = Arc::new(Schema::new(
+            output
+                .iter()
+                .filter_map(|name| full.field_with_name(name).ok().cloned())
+                .collect::<Vec<_>>(),
+        ));
+        let read_schema = Arc::new(Schema::new(
+            read_fields
+                .iter()
+                .filter_map(|f| full.field_with_name(&f.name).ok().cloned())
+                .collect::<Vec<_>>(),
+        ));
+        Ok(ScanContext {
+            snapshot: snapshot.clone(),
+            predicate,
+            columns,
+            read_fields,
+            read_schema,
+            output,
+            output_schema,
+            batch_size: self.batch_size,
+        })
+    }
+
+    /// Plans the scan without IO: checks the projection and predicate against the schema
+    /// and prunes files by partition values and statistics.
+    ///
+    /// Fails with [`Error::UnknownColumn`] or [`Error::TypeMismatch`] for a projection or
+    /// predicate that does not fit the schema, and [`Error::InvalidPartitionValue`] when a
+    /// file's partition value does not parse as its column's type.
+    pub fn plan(&self) -> Result<ScanPlan> {
+        let ctx = self.context()?;
+        let (files, by_partition, by_stats) = ctx.prune_files()?;
+        Ok(ScanPlan {
+            files: files.into_iter().map(|f| f.add).collect(),
+            total_files: self.snapshot.file_count(),
+            skipped_by_partition: by_partition,
+            skipped_by_stats: by_stats,
+            schema: Arc::clone(&ctx.output_schema),
+        })
+    }
+
+    /// Runs the scan: a stream of batches in the output schema. Batches of different
+    /// files arrive in no particular order.
+    ///
+    /// Fails as [`plan`](Self::plan) does; the stream then yields typed errors for files
+    /// that cannot be read ([`Error::Parquet`], [`Error::InvalidDeletionVector`],
+    /// [`Error::InvalidPath`], [`Error::Store`]).
+    pub async fn execute(self) -> Result<RecordBatchStream> {
+        let ctx = Arc::new(self.context()?);
+        let (files, _, _) = ctx.prune_files()?;
+        let concurrency = self.concurrency;
+        let stream = futures::stream::iter(files)
+            .map(move |file| {
+                let ctx = Arc::clone(&ctx);
+                async move { file::read_file(ctx, file).await }
+            })
+            .buffer_unordered(concurrency)
+            .try_flatten_unordered(concurrency);
+        Ok(stream.boxed())
+    }
+
+    /// Runs the scan and collects every batch.
+    pub async fn collect(self) -> Result<Vec<RecordBatch>> {
+        self.execute().await?.try_collect().await
+    }
+}
+
+/// A file chosen by planning, with its parsed partition values.
+struct PlannedFile {
+    add: Add,
+    partitions: HashMap<ColumnName, Scalar>,
+}
+
+struct ScanContext {
+    snapshot: Snapshot,
+    predicate: Option<Expr>,
+    columns: HashMap<ColumnName, ColumnInfo>,
+    read_fields: Vec<StructField>,
+    read_schema: SchemaRef,
+    output: Vec<String>,
+    output_schema: SchemaRef,
+    batch_size: usize,
+}
+
+impl ScanContext {
+    fn partition_values(&self, add: &Add) -> Result<HashMap<ColumnName, Scalar>> {
+        self.snapshot
+            .partition_columns()
+            .iter()
+            .map(|pc| {
+                let raw = add
+                    .partition_values
+                    .get(&pc.physical_name)
+                    .and_then(|v| v.as_deref());
+                let value = Scalar::parse_partition(raw, pc.data_type).map_err(|reason| {
+                    Error::InvalidPartitionValue {
+                        column: pc.name.clone(),
+                        value: raw.unwrap_or_default().to_string(),
+                        reason: format!("{reason} (in file {})", add.path),
+                    }
+                })?;
+                Ok((ColumnName::new([pc.name.clone()]), value))
+            })
+            .collect()
+    }
+
+    /// The files to read, and how many partition values and statistics ruled out.
+    fn prune_files(&self) -> Result<(Vec<PlannedFile>, usize, usize)> {
+        let mut files = Vec::new();
+        let (mut by_partition, mut by_stats) = (0, 0);
+        let no_columns = HashMap::new();
+        for add in self.snapshot.files() {
+            let partitions = self.partition_values(add)?;
+            if let Some(p) = &self.predicate {
+                let partition_only = FileStatsView {
+                    stats: None,
+                    columns: &no_columns,
+                    partitions: &partitions,
+                };
+                if !partitions.is_empty() && !may_match(p, &partition_only) {
+                    by_partition += 1;
+                    continue;
+                }
+                let stats = add.stats.as_deref().and_then(FileStats::parse);
+                let view = FileStatsView {
+                    stats: stats.as_ref(),
+                    columns: &self.columns,
+                    partitions: &partitions,
+                };
+                if !may_match(p, &view) {
+                    by_stats += 1;
+                    continue;
+                }
+            }
+            files.push(PlannedFile {
+                add: add.clone(),
+                partitions,
+            });
+        }
+        Ok((files, by_partition, by_stats))
+    }
+}
+
+/// Whether a file may hold rows matching a bound predicate, judged from its partition
+/// values and statistics (used by the conflict checker for files added concurrently).
+pub(crate) fn file_may_match(snapshot: &Snapshot, add: &Add, predicate: &Expr) -> Result<bool> {
+    let ctx = snapshot.scan().filter(predicate.clone()).context()?;
+    let partitions = ctx.partition_values(add)?;
+    let stats = add.stats.as_deref().and_then(FileStats::parse);
+    let view = FileStatsView {
+        stats: stats.as_ref(),
+        columns: &ctx.columns,
+        partitions: &partitions,
+    };
+    Ok(ctx.predicate.as_ref().is_none_or(|p| may_match(p, &view)))
+}
+
+/// Turns a batch read from a file into an output batch: logical columns, partition
+/// values, the residual predicate, the projection.
+fn assemble(
+    ctx: &ScanContext,
+    batch: &RecordBatch,
+    partitions: &HashMap<ColumnName, Scalar>,
+    mode: ColumnMappingMode,
+    path: &str,
+) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let batch_schema = batch.schema();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(ctx.read_fields.len());
+    for field in &ctx.read_fields {
+        let column = match partitions.get(&ColumnName::new([field.name.clone()])) {
+            Some(value) => value
+                .to_array(&field.data_type.to_arrow(), rows)
+                .map_err(|reason| Error::InvalidPartitionValue {
+                    column: field.name.clone(),
+                    value: value.to_string(),
+                    reason: reason.to_string(),
+                })?,
+            None => match find_field(batch_schema.fields(), field, Source::File(mode)) {
+                Some(i) => {
+                    conform(batch.column(i), field, Source::File(mode)).map_err(|reason| {
+                        Error::SchemaMismatch {
+                            reason: format!("data file {path}: {reason}"),
+                        }
+                    })?
+                }
+                // A column added after this file was written.
+                None => arrow::array::new_null_array(&field.data_type.to_arrow(), rows),
+            },
+        };
+        columns.push(column);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    let read = RecordBatch::try_new_with_options(Arc::clone(&ctx.read_schema), columns, &options)
+        .map_err(Error::arrow(format!("assembling rows of {path}")))?;
+    let filtered = match &ctx.predicate {
+        Some(p) => {
+            let mask = evaluate_predicate(p, &read)?;
+            let mask = if mask.null_count() > 0 {
+                prep_null_mask_filter(&mask)
+            } else {
+                mask
+            };
+            filter_record_batch(&read, &mask).map_err(Error::arrow("filtering rows"))?
+        }
+        None => read,
+    };
+    let indices: Vec<usize> = ctx
+        .output
+        .iter()
+        .filter_map(|name| ctx.read_schema.index_of(name).ok())
+        .collect();
+    let projected = filtered
+        .project(&indices)
+        .map_err(Error::arrow("projecting columns"))?;
+    // `project` keeps the row count even with no columns (COUNT(*) scans).
+    RecordBatch::try_new_with_options(
+        Arc::clone(&ctx.output_schema),
+        projected.columns().to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(projected.num_rows())),
+    )
+    .map_err(Error::arrow("projecting columns"))
+}

@@ -1,0 +1,131 @@
+//! Row-group pruning: the Parquet statistics of the predicate's columns in one file, seen
+//! through the same [`StatsView`] file statistics use.
+
+use std::collections::HashMap;
+
+use arrow::array::{Array, ArrayRef};
+use arrow::datatypes::Schema;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::basic::Type as PhysicalType;
+
+use super::ScanContext;
+use crate::expr::{ColumnName, Scalar, StatsView};
+use crate::stats::ColumnInfo;
+
+/// Row-group statistics of the predicate's top-level columns in one file.
+pub(super) struct RowGroupStats<'a> {
+    mins: HashMap<ColumnName, ArrayRef>,
+    maxes: HashMap<ColumnName, ArrayRef>,
+    nulls: HashMap<ColumnName, arrow::array::UInt64Array>,
+    rows: Vec<u64>,
+    columns: &'a HashMap<ColumnName, ColumnInfo>,
+    partitions: &'a HashMap<ColumnName, Scalar>,
+}
+
+impl<'a> RowGroupStats<'a> {
+    pub(super) fn new(
+        ctx: &'a ScanContext,
+        file_schema: &Schema,
+        metadata: &parquet::file::metadata::ParquetMetaData,
+        partitions: &'a HashMap<ColumnName, Scalar>,
+    ) -> Self {
+        let descr = metadata.file_metadata().schema_descr();
+        let mut stats = Self {
+            mins: HashMap::new(),
+            maxes: HashMap::new(),
+            nulls: HashMap::new(),
+            rows: metadata
+                .row_groups()
+                .iter()
+                .map(|rg| rg.num_rows() as u64)
+                .collect(),
+            columns: &ctx.columns,
+            partitions,
+        };
+        for (column, info) in &ctx.columns {
+            // Row-group statistics are read for top-level columns only.
+            let [physical] = info.physical.as_slice() else {
+                continue;
+            };
+            let Ok(converter) = StatisticsConverter::try_new(physical, file_schema, descr) else {
+                continue;
+            };
+            // INT96 statistics are not ordered by time in files written by Spark.
+            if converter
+                .parquet_column_index()
+                .is_some_and(|i| descr.column(i).physical_type() == PhysicalType::INT96)
+            {
+                continue;
+            }
+            let groups = metadata.row_groups().iter();
+            if let Ok(mins) = converter.row_group_mins(groups.clone()) {
+                stats.mins.insert(column.clone(), mins);
+            }
+            if let Ok(maxes) = converter.row_group_maxes(groups.clone()) {
+                stats.maxes.insert(column.clone(), maxes);
+            }
+            if let Ok(nulls) = converter.row_group_null_counts(groups) {
+                stats.nulls.insert(column.clone(), nulls);
+            }
+        }
+        stats
+    }
+
+    pub(super) fn at(&self, row_group: usize) -> RowGroupView<'_> {
+        RowGroupView {
+            stats: self,
+            row_group,
+        }
+    }
+}
+
+pub(super) struct RowGroupView<'a> {
+    stats: &'a RowGroupStats<'a>,
+    row_group: usize,
+}
+
+impl RowGroupView<'_> {
+    fn bound(&self, column: &ColumnName, arrays: &HashMap<ColumnName, ArrayRef>) -> Option<Scalar> {
+        if let Some(v) = self.stats.partitions.get(column) {
+            return Some(v.clone());
+        }
+        let info = self.stats.columns.get(column)?;
+        let array = arrays.get(column)?;
+        Scalar::from_array(array.as_ref(), self.row_group, info.ty).filter(|v| !v.is_null())
+    }
+}
+
+impl StatsView for RowGroupView<'_> {
+    fn min(&self, column: &ColumnName) -> Option<Scalar> {
+        self.bound(column, &self.stats.mins)
+    }
+
+    fn max(&self, column: &ColumnName) -> Option<Scalar> {
+        self.bound(column, &self.stats.maxes)
+    }
+
+    fn null_count(&self, column: &ColumnName) -> Option<u64> {
+        if let Some(v) = self.stats.partitions.get(column) {
+            return if v.is_null() {
+                self.row_count()
+            } else {
+                Some(0)
+            };
+        }
+        let nulls = self.stats.nulls.get(column)?;
+        (!nulls.is_null(self.row_group)).then(|| nulls.value(self.row_group))
+    }
+
+    fn row_count(&self) -> Option<u64> {
+        self.stats.rows.get(self.row_group).copied()
+    }
+
+    fn all_null(&self, column: &ColumnName) -> bool {
+        match self.stats.partitions.get(column) {
+            Some(v) => v.is_null(),
+            None => {
+                matches!((self.null_count(column), self.row_count()), (Some(n), Some(r)) if n == r)
+            }
+        }
+    }
+}

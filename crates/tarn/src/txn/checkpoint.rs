@@ -1,0 +1,96 @@
+//! Checkpoint scheduling: after a commit lands on a multiple of
+//! `delta.checkpointInterval`, a classic checkpoint is written in the background, off
+//! the commit's critical path. Its failure never fails the commit; readers then replay
+//! a few more commits.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::log::checkpoint::{CheckpointWritten, write_checkpoint};
+use crate::snapshot::Snapshot;
+
+/// A checkpoint being written in the background after a commit.
+#[derive(Clone)]
+pub struct CheckpointTask {
+    version: i64,
+    result: Shared<BoxFuture<'static, std::result::Result<CheckpointWritten, Arc<Error>>>>,
+}
+
+impl CheckpointTask {
+    /// The version being checkpointed.
+    pub fn version(&self) -> i64 {
+        self.version
+    }
+
+    /// Waits for the checkpoint.
+    ///
+    /// Fails with [`Error::CheckpointFailed`] naming the version and, as its source, why
+    /// the checkpoint could not be written (the commit stands regardless; readers replay
+    /// the commits instead).
+    pub async fn wait(&self) -> Result<CheckpointWritten> {
+        self.result
+            .clone()
+            .await
+            .map_err(|source| Error::CheckpointFailed {
+                version: self.version,
+                source,
+            })
+    }
+}
+
+impl fmt::Debug for CheckpointTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointTask")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts writing a checkpoint when the table's interval says one is due.
+pub(crate) fn maybe_checkpoint(
+    snapshot: &Snapshot,
+    clock: &Arc<dyn Clock>,
+) -> Option<CheckpointTask> {
+    let interval = snapshot.properties().checkpoint_interval() as i64;
+    let version = snapshot.version();
+    // V2 checkpoints are read but not written yet; such tables stay readable from commits.
+    if version == 0
+        || version % interval != 0
+        || snapshot.protocol().has_writer_feature("v2Checkpoint")
+    {
+        return None;
+    }
+    let snapshot = snapshot.clone();
+    let clock = Arc::clone(clock);
+    let task = tokio::spawn(async move { checkpoint(&snapshot, clock.now_ms()).await });
+    let result = async move {
+        match task.await {
+            Ok(result) => result.map_err(Arc::new),
+            Err(source) => Err(Arc::new(Error::TaskFailed {
+                task: "checkpoint",
+                source,
+            })),
+        }
+    }
+    .boxed()
+    .shared();
+    Some(CheckpointTask { version, result })
+}
+
+/// Writes a classic checkpoint of `snapshot` and points `_last_checkpoint` at it;
+/// tombstones older than the retention period at `now_ms` are left out.
+pub(crate) async fn checkpoint(snapshot: &Snapshot, now_ms: i64) -> Result<CheckpointWritten> {
+    let location = snapshot.location();
+    write_checkpoint(
+        location.store().as_ref(),
+        location.root(),
+        snapshot.version(),
+        snapshot.checkpoint_actions(now_ms),
+    )
+    .await
+}

@@ -1,0 +1,111 @@
+//! How a transaction behaves, as plain values: its isolation level and its retry policy.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+/// How strictly a transaction is ordered against concurrent ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// Write-write conflicts only: a transaction fails when a concurrent one removed a
+    /// file it also removes. What it read may have changed.
+    SnapshotIsolation,
+    /// Delta's default: blind appends commute with everything; other files added
+    /// concurrently that match what the transaction read, and files it read that were
+    /// removed concurrently, conflict.
+    WriteSerializable,
+    /// Like `WriteSerializable`, and concurrent appends matching what the transaction read
+    /// conflict too, blind or not. Tarn's default.
+    #[default]
+    Serializable,
+    /// Serializable, with reads pinned to the newest version at the time of the first
+    /// read, and read-only transactions validated at commit, so every transaction, reads
+    /// included, is ordered as the log is.
+    StrictSerializable,
+}
+
+impl IsolationLevel {
+    /// The name written into `commitInfo.isolationLevel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SnapshotIsolation => "SnapshotIsolation",
+            Self::WriteSerializable => "WriteSerializable",
+            Self::Serializable => "Serializable",
+            Self::StrictSerializable => "StrictSerializable",
+        }
+    }
+}
+
+/// How often and how patiently a commit retries after losing the race for a version,
+/// or after a PUT whose outcome was unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// Backoff before the third attempt; it doubles after each further attempt.
+    pub base_backoff: Duration,
+    /// The most a backoff grows to.
+    pub max_backoff: Duration,
+    /// Reads of a version whose PUT had an unknown outcome before giving up with
+    /// [`Error::CommitStateUnknown`](crate::Error::CommitStateUnknown).
+    pub max_outcome_reads: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 200,
+            base_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(200),
+            max_outcome_reads: 5,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The jittered wait before `attempt` (1-based): none for the first two attempts (a
+    /// rebase is usually enough), then a random share of an exponentially growing cap.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        if attempt <= 2 {
+            return Duration::ZERO;
+        }
+        let cap = self
+            .base_backoff
+            .saturating_mul(1u32 << (attempt - 3).min(20))
+            .min(self.max_backoff);
+        let random = std::hash::RandomState::new().build_hasher().finish();
+        cap.mul_f64((random % 10_000) as f64 / 10_000.0)
+    }
+
+    /// The wait before re-reading a version whose PUT had an unknown outcome, in `round`
+    /// (1-based): exponential, capped.
+    pub(crate) fn outcome_backoff(&self, round: u32) -> Duration {
+        self.base_backoff
+            .saturating_mul(1 << round.min(10))
+            .min(self.max_backoff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_stays_under_its_cap() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.backoff(1), Duration::ZERO);
+        assert_eq!(policy.backoff(2), Duration::ZERO);
+        for attempt in 3..60 {
+            assert!(policy.backoff(attempt) <= policy.max_backoff);
+        }
+        assert!(policy.outcome_backoff(30) <= policy.max_backoff);
+    }
+
+    #[test]
+    fn isolation_levels_name_themselves_as_delta_does() {
+        assert_eq!(IsolationLevel::default(), IsolationLevel::Serializable);
+        assert_eq!(
+            IsolationLevel::WriteSerializable.name(),
+            "WriteSerializable"
+        );
+    }
+}

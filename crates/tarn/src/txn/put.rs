@@ -1,0 +1,254 @@
+//! The put-if-absent protocol: write `_delta_log/<version>.json` only if no one has, and
+//! find out what happened whatever the store answered.
+//!
+//! A PUT that lands is a commit. A PUT refused because the version exists is a lost race:
+//! the winner is read back and the commits after it are listed in the same round trip,
+//! so a writer that fell behind catches up at once. A PUT whose outcome is unknown (an
+//! error after the object may have landed) is resolved by reading the version back: our
+//! own `txnId` there means we committed, another means we lost.
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde_json::{Map, Value};
+use tarn_store::StoreLocation;
+use uuid::Uuid;
+
+use super::RetryPolicy;
+use super::commit_info::{CommitInfoParts, commit_info, txn_id_of};
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::log::{CommitFile, list_log, log_dir, parse_commit, read_commits};
+use crate::protocol::Action;
+use crate::protocol::names::commit_file_name;
+
+/// A commit another writer made, as read back.
+pub(crate) struct Winner {
+    pub(crate) version: i64,
+    pub(crate) actions: Vec<Action>,
+    /// The commit file's modification time.
+    pub(crate) file_time: i64,
+}
+
+/// What putting a commit found.
+pub(crate) enum PutOutcome {
+    /// Our commit is in place (written now, or by an earlier attempt whose answer was
+    /// lost).
+    Committed,
+    /// Other writers hold the version: their commits from it up to the newest, in order.
+    Taken(Vec<Winner>),
+}
+
+/// Why a commit's PUT gave no outcome.
+pub(crate) enum PutError {
+    /// The store kept failing; whether the commit landed is unknown.
+    Unknown(String),
+    /// The store refused the request for good (permissions, no conditional PUT).
+    Store(object_store::Error),
+}
+
+impl PutError {
+    /// The typed error for a commit of `version` with `txn_id` at `root`.
+    pub(crate) fn into_error(self, root: &Path, version: i64, txn_id: &str) -> Error {
+        match self {
+            PutError::Unknown(reason) => Error::CommitStateUnknown {
+                version,
+                txn_id: txn_id.to_string(),
+                reason,
+            },
+            PutError::Store(e) => {
+                Error::store("put", log_dir(root).join(commit_file_name(version)))(e)
+            }
+        }
+    }
+}
+
+/// A commit's body: newline-delimited JSON actions, `commitInfo` first.
+pub(crate) fn encode_commit(info: &Action, actions: &[Action]) -> Result<Bytes> {
+    let mut body = Vec::new();
+    for action in std::iter::once(info).chain(actions) {
+        serde_json::to_writer(&mut body, action).map_err(|source| Error::Serialize {
+            what: "a commit action".into(),
+            source,
+        })?;
+        body.push(b'\n');
+    }
+    Ok(Bytes::from(body))
+}
+
+/// Reads one commit back; `Ok(None)` when it is not there.
+async fn read_back(
+    store: &dyn ObjectStore,
+    path: &Path,
+    version: i64,
+) -> std::result::Result<Option<Winner>, String> {
+    match store.get(path).await {
+        Ok(found) => {
+            let file_time = found.meta.last_modified.timestamp_millis();
+            let bytes = found.bytes().await.map_err(|e| e.to_string())?;
+            // A short or garbled read fails like any failed read, and is retried.
+            let actions = parse_commit(version, &bytes).map_err(|e| e.to_string())?;
+            Ok(Some(Winner {
+                version,
+                actions,
+                file_time,
+            }))
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The commits after `version`, read in parallel after one LIST, so a writer that fell
+/// behind catches up in one round trip rather than one lost race per version.
+pub(crate) async fn commits_after(
+    store: &dyn ObjectStore,
+    root: &Path,
+    version: i64,
+) -> Result<Vec<Winner>> {
+    let listing = list_log(store, root, version + 1).await?;
+    let files: Vec<CommitFile> = (version + 1..)
+        .map_while(|v| {
+            listing.commits.get(&v).map(|meta| CommitFile {
+                version: v,
+                meta: meta.clone(),
+            })
+        })
+        .collect();
+    let bodies = read_commits(store, &files).await?;
+    Ok(files
+        .into_iter()
+        .zip(bodies)
+        .map(|(f, actions)| Winner {
+            version: f.version,
+            file_time: f.meta.last_modified.timestamp_millis(),
+            actions,
+        })
+        .collect())
+}
+
+/// Writes a commit with put-if-absent and finds out what happened, whatever the PUT
+/// answered. A lost race reads the winning commit and, in parallel, lists the ones after
+/// it; an unknown outcome is resolved by reading the version back, up to
+/// `retry.max_outcome_reads` times.
+pub(crate) async fn put_commit(
+    store: &dyn ObjectStore,
+    root: &Path,
+    version: i64,
+    body: Bytes,
+    txn_id: &str,
+    retry: &RetryPolicy,
+) -> std::result::Result<PutOutcome, PutError> {
+    let path = log_dir(root).join(commit_file_name(version));
+    let mut last_error = String::new();
+    let mut unknown_before = false;
+    for round in 0..retry.max_outcome_reads.max(1) {
+        if round > 0 {
+            tokio::time::sleep(retry.outcome_backoff(round)).await;
+        }
+        let put = store
+            .put_opts(
+                &path,
+                PutPayload::from_bytes(body.clone()),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        let taken = match put {
+            Ok(_) => return Ok(PutOutcome::Committed),
+            Err(object_store::Error::AlreadyExists { .. }) => true,
+            Err(
+                e @ (object_store::Error::NotImplemented { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }),
+            ) => return Err(PutError::Store(e)),
+            Err(e) => {
+                last_error = e.to_string();
+                unknown_before = true;
+                false
+            }
+        };
+        // Read what holds the version: after a plain lost race it cannot be ours, so the
+        // commits after it are listed at the same time.
+        let plain_loss = taken && !unknown_before;
+        let (found, later) = if plain_loss {
+            let (found, later) = futures::join!(
+                read_back(store, &path, version),
+                commits_after(store, root, version)
+            );
+            (found, Some(later))
+        } else {
+            (read_back(store, &path, version).await, None)
+        };
+        let winner = match found {
+            Ok(Some(w)) => w,
+            // Not there: the PUT did not land; the next round puts again.
+            Ok(None) => continue,
+            Err(e) => {
+                last_error = e;
+                unknown_before = true;
+                continue;
+            }
+        };
+        if txn_id_of(&winner.actions) == Some(txn_id) {
+            return Ok(PutOutcome::Committed);
+        }
+        let later = match later {
+            Some(later) => later,
+            None => commits_after(store, root, version).await,
+        };
+        let mut winners = vec![winner];
+        // The first winner is enough to rebase on; should the listing fail, the next
+        // attempt finds the rest.
+        if let Ok(later) = later {
+            winners.extend(later);
+        }
+        return Ok(PutOutcome::Taken(winners));
+    }
+    Err(PutError::Unknown(last_error))
+}
+
+/// Writes version 0 of a new table and returns its timestamp and actions (commitInfo
+/// included). Fails with [`Error::TableAlreadyExists`] when another writer created it
+/// first.
+pub(crate) async fn commit_create(
+    location: &StoreLocation,
+    actions: &[Action],
+    parameters: Map<String, Value>,
+    clock: &dyn Clock,
+) -> Result<(i64, Vec<Action>)> {
+    let txn_id = Uuid::new_v4().to_string();
+    let timestamp = clock.now_ms();
+    let info = commit_info(CommitInfoParts {
+        timestamp,
+        operation: "CREATE TABLE",
+        parameters: &parameters,
+        metrics: &Map::new(),
+        read_version: None,
+        isolation: None,
+        blind_append: false,
+        txn_id: &txn_id,
+    });
+    let body = encode_commit(&info, actions)?;
+    let root = location.root();
+    match put_commit(
+        location.store().as_ref(),
+        root,
+        0,
+        body,
+        &txn_id,
+        &RetryPolicy::default(),
+    )
+    .await
+    {
+        Ok(PutOutcome::Committed) => {
+            let mut all = vec![info];
+            all.extend_from_slice(actions);
+            Ok((timestamp, all))
+        }
+        Ok(PutOutcome::Taken(_)) => Err(Error::TableAlreadyExists {
+            url: location.url().to_string(),
+            version: 0,
+        }),
+        Err(e) => Err(e.into_error(root, 0, &txn_id)),
+    }
+}

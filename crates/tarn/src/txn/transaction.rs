@@ -1,0 +1,471 @@
+//! The `Transaction` API: what a unit of work read and what it writes, committed
+//! atomically with put-if-absent, rebased over the commits that won the race.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use roaring::RoaringTreemap;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::checkpoint::{CheckpointTask, maybe_checkpoint};
+use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
+use super::conflict::{Ours, ReadSet, WinningCommit, check};
+use super::put::{PutOutcome, encode_commit, put_commit};
+use super::rebase::{DvChange, merge_deletion_vectors};
+use super::{IsolationLevel, RetryPolicy};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{ConflictReason, Error, Result};
+use crate::expr::Expr;
+use crate::log::{CommitFile, list_log, read_commits};
+use crate::paths;
+use crate::protocol::features::ensure_writable;
+use crate::protocol::{Action, Add, DomainMetadata, Metadata, Remove, Txn};
+use crate::scan::Scan;
+use crate::snapshot::Snapshot;
+
+/// What a commit did.
+#[derive(Debug, Clone)]
+#[must_use = "the outcome holds the snapshot after the commit"]
+pub struct CommitOutcome {
+    /// The version committed (for a read-only transaction, the version it read).
+    pub version: i64,
+    /// Commit attempts (0 for a read-only transaction, 1 when no writer won a race).
+    pub attempts: u32,
+    /// The commit's `commitInfo.txnId` (empty for a read-only transaction).
+    pub txn_id: String,
+    /// The versions other writers committed first, which this commit was rebased over.
+    pub rebased_over: Vec<i64>,
+    /// The checkpoint being written after the commit, when one was due. It is written in
+    /// the background, off the commit's critical path; its failure never fails the
+    /// commit.
+    pub checkpoint: Option<CheckpointTask>,
+    /// The table after the commit.
+    pub snapshot: Snapshot,
+}
+
+impl CommitOutcome {
+    /// The outcome of an operation that had nothing to commit: no attempts, at
+    /// `snapshot`'s version.
+    pub fn unchanged(snapshot: &Snapshot) -> Self {
+        Self {
+            version: snapshot.version(),
+            attempts: 0,
+            txn_id: String::new(),
+            rebased_over: Vec::new(),
+            checkpoint: None,
+            snapshot: snapshot.clone(),
+        }
+    }
+}
+
+/// A unit of work on one table: what it read and what it writes, committed atomically.
+///
+/// ```no_run
+/// # async fn f(table: tarn::Table) -> tarn::Result<()> {
+/// use tarn::expr::{col, lit};
+/// let mut txn = table.transaction().with_isolation(tarn::IsolationLevel::Serializable);
+/// let rows = txn.read(Some(col("country").eq(lit("NL")))).await?.collect().await?;
+/// // ... decide what to write from `rows` ...
+/// let outcome = txn.commit().await?;
+/// println!("committed version {}", outcome.version);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a transaction does nothing until it is committed"]
+pub struct Transaction {
+    snapshot: Snapshot,
+    isolation: IsolationLevel,
+    reads: ReadSet,
+    pinned: bool,
+    actions: Vec<Action>,
+    operation: String,
+    parameters: Map<String, Value>,
+    metrics: Map<String, Value>,
+    retry: RetryPolicy,
+    clock: Arc<dyn Clock>,
+    dv_changes: Vec<DvChange>,
+}
+
+impl Transaction {
+    /// A transaction reading `snapshot`, Serializable, with the default retry policy.
+    pub fn new(snapshot: Snapshot) -> Self {
+        Self {
+            snapshot,
+            isolation: IsolationLevel::default(),
+            reads: ReadSet::default(),
+            pinned: false,
+            actions: Vec::new(),
+            operation: "WRITE".into(),
+            parameters: Map::new(),
+            metrics: Map::new(),
+            retry: RetryPolicy::default(),
+            clock: Arc::new(SystemClock),
+            dv_changes: Vec::new(),
+        }
+    }
+
+    /// Records that this transaction changes `add` through a deletion vector: `before` is
+    /// what its DV held, `rows` what this transaction deletes. A concurrent DV change to
+    /// the same file then rebases when the rows are disjoint, and conflicts when not.
+    pub(crate) fn record_dv_change(
+        &mut self,
+        add: &Add,
+        before: RoaringTreemap,
+        rows: RoaringTreemap,
+        physical_rows: u64,
+    ) {
+        let change = DvChange::new(&self.snapshot, add, before, rows, physical_rows);
+        self.dv_changes.push(change);
+    }
+
+    /// Sets the isolation level.
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the clock commit timestamps come from.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets `commitInfo.operation` (default `WRITE`).
+    pub fn with_operation(mut self, operation: impl Into<String>) -> Self {
+        self.operation = operation.into();
+        self
+    }
+
+    /// Adds an entry to `commitInfo.operationParameters`.
+    pub fn with_parameter(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.parameters.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds an entry to `commitInfo.operationMetrics`.
+    pub fn with_metric(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metrics.insert(key.into(), value.into());
+        self
+    }
+
+    /// The snapshot the transaction reads.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The isolation level.
+    pub fn isolation(&self) -> IsolationLevel {
+        self.isolation
+    }
+
+    /// A scan of the rows matching `predicate` (all rows without one), recorded as read:
+    /// the predicate (or the whole table) and the files the scan will read. Under
+    /// [`IsolationLevel::StrictSerializable`] the first read moves the transaction to the
+    /// newest version first.
+    ///
+    /// Fails like [`Scan::plan`] for a predicate that does not fit the schema, and when the
+    /// newest version cannot be read.
+    pub async fn read(&mut self, predicate: Option<Expr>) -> Result<Scan> {
+        if self.isolation == IsolationLevel::StrictSerializable && !self.pinned {
+            if !self.actions.is_empty() {
+                return Err(Error::InvalidArgument {
+                    name: "read",
+                    reason: "a strictly serializable transaction reads before it writes".into(),
+                });
+            }
+            self.snapshot = self.snapshot.refresh().await?;
+        }
+        self.pinned = true;
+        let scan = match &predicate {
+            Some(p) => self.snapshot.scan().filter(p.clone()),
+            None => self.snapshot.scan(),
+        };
+        let plan = scan.plan()?;
+        match &predicate {
+            Some(p) => self.record_read_predicate(p)?,
+            None => self.record_read_whole_table(),
+        }
+        self.record_read_files(&plan.files);
+        Ok(scan)
+    }
+
+    /// Records that the transaction read the rows matching `predicate`: files added
+    /// concurrently that may hold such rows conflict (as the isolation level says).
+    ///
+    /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for a predicate that
+    /// does not fit the schema.
+    pub fn record_read_predicate(&mut self, predicate: &Expr) -> Result<()> {
+        let bound = predicate.bind(self.snapshot.schema())?;
+        self.reads.predicates.push(bound);
+        Ok(())
+    }
+
+    /// Records that the transaction read the whole table.
+    pub fn record_read_whole_table(&mut self) {
+        self.reads.whole_table = true;
+    }
+
+    /// Records that the transaction read these files: their concurrent removal conflicts.
+    pub fn record_read_files<'a>(&mut self, files: impl IntoIterator<Item = &'a Add>) {
+        let location = self.snapshot.location().clone();
+        self.reads.files.extend(
+            files
+                .into_iter()
+                .map(|a| paths::canonical(&location, &a.path)),
+        );
+    }
+
+    /// The version an application last committed, recorded as read: a concurrent commit
+    /// of the same application conflicts.
+    pub fn read_app_transaction(&mut self, app_id: &str) -> Option<i64> {
+        self.reads.app_ids.insert(app_id.to_string());
+        self.snapshot.app_transaction_version(app_id)
+    }
+
+    /// A metadata domain's configuration, recorded as read.
+    pub fn read_domain_metadata(&mut self, domain: &str) -> Option<String> {
+        self.reads.domains.insert(domain.to_string());
+        self.snapshot.domain_metadata(domain).map(str::to_string)
+    }
+
+    /// Adds a data file.
+    pub fn add_file(&mut self, add: Add) {
+        self.actions.push(Action::Add(add));
+    }
+
+    /// Removes a data file.
+    pub fn remove_file(&mut self, remove: Remove) {
+        self.actions.push(Action::Remove(remove));
+    }
+
+    /// Replaces the table metadata (schema, properties).
+    pub fn set_metadata(&mut self, metadata: Metadata) {
+        self.actions.push(Action::Metadata(metadata));
+    }
+
+    /// Records that application `app_id` committed its `version` in this commit, for
+    /// exactly-once writes.
+    pub fn set_app_transaction(&mut self, app_id: impl Into<String>, version: i64) {
+        let app_id = app_id.into();
+        self.reads.app_ids.insert(app_id.clone());
+        self.actions.push(Action::Txn(Txn {
+            app_id,
+            version,
+            last_updated: Some(self.clock.now_ms()),
+        }));
+    }
+
+    /// Sets a metadata domain's configuration, upgrading the protocol with the
+    /// `domainMetadata` writer feature when the table lacks it.
+    pub fn set_domain_metadata(
+        &mut self,
+        domain: impl Into<String>,
+        configuration: impl Into<String>,
+    ) {
+        let protocol = self.snapshot.protocol();
+        let upgrading = self
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Protocol(p) if p.has_writer_feature("domainMetadata")));
+        if !protocol.has_writer_feature("domainMetadata") && !upgrading {
+            let upgraded = protocol.with_writer_feature("domainMetadata");
+            self.actions.push(Action::Protocol(upgraded));
+        }
+        self.actions.push(Action::DomainMetadata(DomainMetadata {
+            domain: domain.into(),
+            configuration: configuration.into(),
+            removed: false,
+        }));
+    }
+
+    /// Adds any action (files, metadata, protocol). `commitInfo` is written by the commit.
+    pub fn add_action(&mut self, action: Action) {
+        self.actions.push(action);
+    }
+
+    /// The actions so far.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// Commits the transaction.
+    ///
+    /// A read-only transaction writes nothing; under `StrictSerializable` it is validated
+    /// against the commits made since it read, and fails with [`Error::Conflict`] when one
+    /// of them invalidates its reads.
+    ///
+    /// Fails with [`Error::Conflict`] naming the winning version, its operation and the
+    /// reason; [`Error::CommitRetriesExhausted`] after `max_attempts`;
+    /// [`Error::CommitStateUnknown`] when a PUT's outcome cannot be read back;
+    /// [`Error::UnsupportedWriterFeature`] for tables Tarn cannot write; [`Error::Store`]
+    /// for other store failures. On failure nothing is committed; files the transaction
+    /// wrote are left for `vacuum`.
+    pub async fn commit(self) -> Result<CommitOutcome> {
+        if self.actions.is_empty() {
+            return self.validate_read_only().await;
+        }
+        let snapshot = &self.snapshot;
+        ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+        for action in &self.actions {
+            if let Action::Txn(t) = action
+                && let Some(done) = snapshot.app_transaction_version(&t.app_id)
+                && done >= t.version
+            {
+                return Err(Error::Conflict {
+                    winning_version: snapshot.version(),
+                    operation: "APP TRANSACTION".into(),
+                    reason: ConflictReason::AppTransactionCommitted {
+                        app_id: t.app_id.clone(),
+                        version: done,
+                    },
+                });
+            }
+        }
+        let store = Arc::clone(snapshot.location().store());
+        let txn_id = Uuid::new_v4().to_string();
+        let blind = self.reads.is_empty()
+            && self
+                .actions
+                .iter()
+                .all(|a| matches!(a, Action::Add(add) if add.data_change));
+        // Actions change only when a concurrent DV change to one of our files is merged in.
+        let mut actions = self.actions.clone();
+        let mut dv_changes = self.dv_changes.clone();
+        let dv_paths: BTreeSet<String> = dv_changes.iter().map(|c| c.path.clone()).collect();
+        let mut base = snapshot.clone();
+        let mut rebased_over = Vec::new();
+        for attempt in 1..=self.retry.max_attempts {
+            let wait = self.retry.backoff(attempt);
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            let version = base.version() + 1;
+            // Commit timestamps never go backwards, whatever this machine's clock says.
+            let timestamp = self
+                .clock
+                .now_ms()
+                .max(base.latest_commit_timestamp_ms() + 1);
+            let info = commit_info(CommitInfoParts {
+                timestamp,
+                operation: &self.operation,
+                parameters: &self.parameters,
+                metrics: &self.metrics,
+                read_version: Some(self.snapshot.version()),
+                isolation: Some(self.isolation),
+                blind_append: blind,
+                txn_id: &txn_id,
+            });
+            let body = encode_commit(&info, &actions)?;
+            let root = snapshot.location().root();
+            match put_commit(store.as_ref(), root, version, body, &txn_id, &self.retry).await {
+                Err(e) => return Err(e.into_error(root, version, &txn_id)),
+                Ok(PutOutcome::Committed) => {
+                    let mut all = vec![info];
+                    all.extend(actions);
+                    let committed = base.with_commit(version, timestamp, all)?;
+                    let checkpoint = maybe_checkpoint(&committed, &self.clock);
+                    return Ok(CommitOutcome {
+                        version,
+                        attempts: attempt,
+                        txn_id: txn_id.clone(),
+                        rebased_over,
+                        checkpoint,
+                        snapshot: committed,
+                    });
+                }
+                Ok(PutOutcome::Taken(winners)) => {
+                    // Other writers won: check each against what we did, then rebase.
+                    for winner in winners {
+                        let ts = commit_timestamp(&winner.actions)
+                            .unwrap_or(winner.file_time)
+                            .max(base.latest_commit_timestamp_ms() + 1);
+                        let winning = WinningCommit {
+                            version: winner.version,
+                            actions: winner.actions,
+                        };
+                        let ours = Ours {
+                            isolation: self.isolation,
+                            reads: &self.reads,
+                            actions: &actions,
+                            dv_paths: &dv_paths,
+                        };
+                        let rebases = check(&ours, &base, &winning)?;
+                        for rebase in rebases {
+                            merge_deletion_vectors(
+                                &base,
+                                &winning,
+                                rebase,
+                                &mut actions,
+                                &mut dv_changes,
+                                self.clock.now_ms(),
+                            )
+                            .await?;
+                        }
+                        base = base.with_commit(winning.version, ts, winning.actions)?;
+                        rebased_over.push(winning.version);
+                    }
+                }
+            }
+        }
+        Err(Error::CommitRetriesExhausted {
+            attempts: self.retry.max_attempts,
+            version: base.version() + 1,
+        })
+    }
+
+    /// A read-only transaction: under `StrictSerializable`, its reads must still hold at
+    /// the newest version.
+    async fn validate_read_only(self) -> Result<CommitOutcome> {
+        let mut snapshot = self.snapshot.clone();
+        if self.isolation == IsolationLevel::StrictSerializable && !self.reads.is_empty() {
+            let location = snapshot.location();
+            let listing = list_log(
+                location.store().as_ref(),
+                location.root(),
+                snapshot.version() + 1,
+            )
+            .await?;
+            let commits: Vec<CommitFile> = listing
+                .commits
+                .iter()
+                .map(|(v, meta)| CommitFile {
+                    version: *v,
+                    meta: meta.clone(),
+                })
+                .collect();
+            let no_paths = BTreeSet::new();
+            let ours = Ours {
+                isolation: self.isolation,
+                reads: &self.reads,
+                actions: &[],
+                dv_paths: &no_paths,
+            };
+            let bodies = read_commits(location.store().as_ref(), &commits).await?;
+            for (commit, actions) in commits.iter().zip(bodies) {
+                let winner = WinningCommit {
+                    version: commit.version,
+                    actions,
+                };
+                check(&ours, &snapshot, &winner)?;
+                let ts = commit_timestamp(&winner.actions)
+                    .unwrap_or_else(|| commit.meta.last_modified.timestamp_millis());
+                snapshot = snapshot.with_commit(commit.version, ts, winner.actions)?;
+            }
+        }
+        Ok(CommitOutcome {
+            version: self.snapshot.version(),
+            attempts: 0,
+            txn_id: String::new(),
+            rebased_over: Vec::new(),
+            checkpoint: None,
+            snapshot,
+        })
+    }
+}

@@ -1,0 +1,324 @@
+//! Appends and overwrites: [`WriteBuilder`], started by [`Table::write`].
+
+use arrow::array::RecordBatch;
+use parquet::file::properties::WriterProperties;
+
+use super::{
+    FileWriteOptions, SchemaMode, WriteMode, ensure_rows_match, prepare_batches, write_files,
+};
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::properties::DEFAULT_TARGET_FILE_SIZE;
+use crate::protocol::Add;
+use crate::protocol::features::ensure_writable;
+use crate::snapshot::Snapshot;
+use crate::table::Table;
+use crate::txn::{CommitOutcome, IsolationLevel};
+
+impl Table {
+    /// Starts a write of `batches` (append by default).
+    pub fn write(&mut self, batches: impl IntoIterator<Item = RecordBatch>) -> WriteBuilder<'_> {
+        WriteBuilder {
+            table: self,
+            batches: batches.into_iter().collect(),
+            mode: WriteMode::Append,
+            replace_where: None,
+            schema_mode: SchemaMode::Strict,
+            target_file_size: None,
+            writer_properties: None,
+            isolation: None,
+            app_transaction: None,
+        }
+    }
+
+    /// Appends `batches` in one commit.
+    pub async fn append(
+        &mut self,
+        batches: impl IntoIterator<Item = RecordBatch>,
+    ) -> Result<WriteOutcome> {
+        self.write(batches).execute().await
+    }
+
+    /// Replaces all rows with `batches` in one commit.
+    pub async fn overwrite(
+        &mut self,
+        batches: impl IntoIterator<Item = RecordBatch>,
+    ) -> Result<WriteOutcome> {
+        self.write(batches)
+            .mode(WriteMode::Overwrite)
+            .execute()
+            .await
+    }
+
+    /// Removes the partitions `predicate` (on partition columns only) names, without
+    /// reading any data: a metadata-only delete.
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a predicate on other columns or an
+    /// append-only table, and as [`Transaction::commit`](crate::Transaction::commit) does.
+    pub async fn delete_partitions(&mut self, predicate: Expr) -> Result<WriteOutcome> {
+        self.write(Vec::new())
+            .mode(WriteMode::Overwrite)
+            .replace_where(predicate)
+            .execute()
+            .await
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub struct WriteOutcome {
+    /// The commit (with no attempts when nothing was committed).
+    pub commit: CommitOutcome,
+    /// Whether the write was skipped because its application transaction had already
+    /// committed that version.
+    pub skipped: bool,
+    /// Data files added.
+    pub files_added: usize,
+    /// Data files removed (overwrites).
+    pub files_removed: usize,
+    /// Rows written.
+    pub rows_written: u64,
+    /// Bytes of data files written.
+    pub bytes_written: u64,
+}
+
+impl WriteOutcome {
+    fn nothing(snapshot: &Snapshot, skipped: bool) -> Self {
+        WriteOutcome {
+            commit: CommitOutcome::unchanged(snapshot),
+            skipped,
+            files_added: 0,
+            files_removed: 0,
+            rows_written: 0,
+            bytes_written: 0,
+        }
+    }
+}
+
+/// A write being configured; run it with [`execute`](Self::execute).
+#[derive(Debug)]
+#[must_use]
+pub struct WriteBuilder<'a> {
+    table: &'a mut Table,
+    batches: Vec<RecordBatch>,
+    mode: WriteMode,
+    replace_where: Option<Expr>,
+    schema_mode: SchemaMode,
+    target_file_size: Option<u64>,
+    writer_properties: Option<WriterProperties>,
+    isolation: Option<IsolationLevel>,
+    app_transaction: Option<(String, i64)>,
+}
+
+impl WriteBuilder<'_> {
+    /// Append (default) or overwrite.
+    pub fn mode(mut self, mode: WriteMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// With [`WriteMode::Overwrite`], replace only the partitions this predicate (on
+    /// partition columns) names; every row written must satisfy it.
+    pub fn replace_where(mut self, predicate: Expr) -> Self {
+        self.replace_where = Some(predicate);
+        self
+    }
+
+    /// Whether columns the table lacks may be added.
+    pub fn schema_mode(mut self, mode: SchemaMode) -> Self {
+        self.schema_mode = mode;
+        self
+    }
+
+    /// Target size of data files in bytes (default: `delta.targetFileSize`, else 128 MiB).
+    pub fn target_file_size(mut self, bytes: u64) -> Self {
+        self.target_file_size = Some(bytes);
+        self
+    }
+
+    /// Parquet writer settings for the data files (compression, row-group size,
+    /// encodings). Default: Snappy, Parquet's defaults otherwise.
+    pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
+        self.writer_properties = Some(properties);
+        self
+    }
+
+    /// The isolation level of this write (default: the table handle's).
+    pub fn isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = Some(isolation);
+        self
+    }
+
+    /// Makes the write exactly-once for an application: it commits `version` of
+    /// `app_id` with the data, and is skipped (nothing written) when the table already
+    /// holds that version or a later one. A retried streaming write stays single.
+    pub fn app_transaction(mut self, app_id: impl Into<String>, version: i64) -> Self {
+        self.app_transaction = Some((app_id.into(), version));
+        self
+    }
+
+    /// Writes the data files and commits them.
+    ///
+    /// Fails with [`Error::SchemaMismatch`] when the batches do not fit the table,
+    /// [`Error::InvalidArgument`] for a `replace_where` that names non-partition columns or
+    /// rows outside it, an overwrite of an append-only table or a zero target size,
+    /// [`Error::UnsupportedWriterFeature`] when the table needs what Tarn cannot maintain,
+    /// and as [`Transaction::commit`](crate::Transaction::commit) does ([`Error::Conflict`] when a concurrent commit
+    /// invalidates this one). Nothing is committed on failure.
+    pub async fn execute(self) -> Result<WriteOutcome> {
+        let WriteBuilder {
+            table,
+            batches,
+            mode,
+            replace_where,
+            schema_mode,
+            target_file_size,
+            writer_properties,
+            isolation,
+            app_transaction,
+        } = self;
+        let mut txn = table.transaction().with_operation("WRITE");
+        if let Some(level) = isolation {
+            txn = txn.with_isolation(level);
+        }
+        if let Some((app_id, version)) = &app_transaction
+            && txn
+                .read_app_transaction(app_id)
+                .is_some_and(|done| done >= *version)
+        {
+            return Ok(WriteOutcome::nothing(table.snapshot(), true));
+        }
+        let snapshot = table.snapshot().clone();
+        ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+        let target_file_size = target_file_size
+            .or_else(|| snapshot.properties().target_file_size())
+            .unwrap_or(DEFAULT_TARGET_FILE_SIZE);
+        if target_file_size == 0 {
+            return Err(Error::InvalidArgument {
+                name: "target_file_size",
+                reason: "must be positive".into(),
+            });
+        }
+        if replace_where.is_some() && mode != WriteMode::Overwrite {
+            return Err(Error::InvalidArgument {
+                name: "replace_where",
+                reason: "only applies to WriteMode::Overwrite".into(),
+            });
+        }
+        let (batches, evolved) = prepare_batches(
+            snapshot.schema(),
+            snapshot.partition_columns(),
+            &batches,
+            schema_mode,
+        )?;
+        let schema = evolved.clone().unwrap_or_else(|| snapshot.schema().clone());
+
+        // An overwrite reads what it replaces: the whole table, or the named partitions.
+        let mut removed: Vec<Add> = Vec::new();
+        if mode == WriteMode::Overwrite {
+            if snapshot.properties().append_only() {
+                return Err(Error::InvalidArgument {
+                    name: "mode",
+                    reason: "the table is append-only (delta.appendOnly): it cannot be overwritten"
+                        .into(),
+                });
+            }
+            removed = match &replace_where {
+                None => {
+                    txn.record_read_whole_table();
+                    snapshot.files().cloned().collect()
+                }
+                Some(predicate) => {
+                    let bound = predicate.bind(&schema)?;
+                    let partitions: Vec<&str> = snapshot
+                        .partition_columns()
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect();
+                    if let Some(other) = bound
+                        .columns()
+                        .into_iter()
+                        .find(|c| !partitions.contains(&c.root()))
+                    {
+                        return Err(Error::InvalidArgument {
+                            name: "replace_where",
+                            reason: format!(
+                                "{other} is not a partition column; only partitions can be replaced"
+                            ),
+                        });
+                    }
+                    ensure_rows_match(&batches, &bound)?;
+                    txn.record_read_predicate(predicate)?;
+                    snapshot.scan().filter(predicate.clone()).plan()?.files
+                }
+            };
+            txn.record_read_files(&removed);
+        }
+
+        let now = table.clock().now_ms();
+        let written = write_files(
+            snapshot.location(),
+            &schema,
+            snapshot.partition_columns(),
+            batches,
+            &FileWriteOptions {
+                target_file_size,
+                num_indexed_cols: snapshot.properties().num_indexed_cols(),
+                writer_properties,
+                modification_time: now,
+            },
+        )
+        .await?;
+
+        if let Some(new_schema) = &evolved {
+            let mut metadata = snapshot.metadata().clone();
+            metadata.schema_string = new_schema.to_json();
+            txn.set_metadata(metadata);
+        }
+        let (files_removed, files_added) = (removed.len(), written.adds.len());
+        for add in removed {
+            txn.remove_file(add.into_remove(now));
+        }
+        for add in written.adds {
+            txn.add_file(add);
+        }
+        if txn.actions().is_empty() {
+            // Nothing to write and nothing to replace: no commit.
+            return Ok(WriteOutcome::nothing(&snapshot, false));
+        }
+        if let Some((app_id, version)) = app_transaction {
+            txn.set_app_transaction(app_id, version);
+        }
+        let partition_by: Vec<String> = snapshot
+            .partition_columns()
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let mode_name = match mode {
+            WriteMode::Append => "Append",
+            WriteMode::Overwrite => "Overwrite",
+        };
+        txn = txn
+            .with_parameter("mode", mode_name)
+            .with_parameter(
+                "partitionBy",
+                serde_json::to_string(&partition_by).unwrap_or_default(),
+            )
+            .with_metric("numFiles", files_added.to_string())
+            .with_metric("numOutputRows", written.rows.to_string())
+            .with_metric("numOutputBytes", written.bytes.to_string())
+            .with_metric("numRemovedFiles", files_removed.to_string());
+        if let Some(p) = &replace_where {
+            txn = txn.with_parameter("predicate", p.to_string());
+        }
+        let commit = table.commit(txn).await?;
+        Ok(WriteOutcome {
+            commit,
+            skipped: false,
+            files_added,
+            files_removed,
+            rows_written: written.rows,
+            bytes_written: written.bytes,
+        })
+    }
+}
