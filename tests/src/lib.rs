@@ -1,10 +1,11 @@
 //! Support for Tarn's integration tests: a real S3-compatible server (MinIO) per test
 //! process, the Spark-written Delta golden tables, the `deltalake` Python package in a
-//! virtual environment of its own, and order-insensitive row comparison.
+//! virtual environment of its own, a long-lived Spark session with Delta, and
+//! order-insensitive row comparison.
 //!
 //! Everything a test needs is installed here on first use, into a cache folder
 //! (`$TARN_CACHE_DIR`, else `$XDG_CACHE_HOME/tarn`, else `~/.cache/tarn`), so a fresh
-//! machine needs only Rust, Go and Python 3.
+//! machine needs only Rust, Go, Python 3 and Java 17.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,6 +14,7 @@ pub mod golden;
 pub mod minio;
 pub mod python;
 pub mod rows;
+pub mod spark;
 
 use std::path::PathBuf;
 

@@ -25,11 +25,29 @@ pub fn python() -> &'static Path {
 }
 
 fn install() -> Result<PathBuf, String> {
-    let venv = crate::cache_dir().join(format!("venv-deltalake-{DELTALAKE_VERSION}"));
-    let python = venv.join("bin").join("python");
-    let ready = venv.join(".tarn-ready");
-    crate::with_install_lock("venv", || {
-        if ready.exists() && python.exists() {
+    let dir = crate::cache_dir().join(format!("venv-deltalake-{DELTALAKE_VERSION}"));
+    venv(
+        &dir,
+        &[
+            format!("deltalake=={DELTALAKE_VERSION}"),
+            "pyarrow".to_string(),
+        ],
+    )
+}
+
+/// The interpreter of a virtual environment at `dir` holding `packages` (pip
+/// requirement strings), created on first use: the environment is ready once a marker
+/// listing the packages is written, so an interrupted install starts over.
+pub fn venv(dir: &Path, packages: &[String]) -> Result<PathBuf, String> {
+    let python = dir.join("bin").join("python");
+    let ready = dir.join(".tarn-ready");
+    let wanted = packages.join(" ");
+    let lock = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "venv".into());
+    crate::with_install_lock(&lock, || {
+        if python.exists() && std::fs::read_to_string(&ready).is_ok_and(|r| r == wanted) {
             return Ok(python.clone());
         }
         let system = ["python3", "python"]
@@ -42,21 +60,21 @@ fn install() -> Result<PathBuf, String> {
             })
             .ok_or_else(|| "no python3 on PATH".to_string())?;
         eprintln!(
-            "creating a Python environment with deltalake=={DELTALAKE_VERSION} in {}",
-            venv.display()
+            "creating a Python environment with {wanted} in {}",
+            dir.display()
         );
-        let _ = std::fs::remove_dir_all(&venv);
-        run(Command::new(system).args(["-m", "venv"]).arg(&venv))?;
-        run(Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            &format!("deltalake=={DELTALAKE_VERSION}"),
-            "pyarrow",
-        ]))?;
-        std::fs::write(&ready, DELTALAKE_VERSION).map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_dir_all(dir);
+        run(Command::new(system).args(["-m", "venv"]).arg(dir))?;
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages))?;
+        std::fs::write(&ready, &wanted).map_err(|e| e.to_string())?;
         Ok(python.clone())
     })
 }

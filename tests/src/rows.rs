@@ -1,9 +1,11 @@
 //! Comparing tables by their rows, whatever the order, with their types.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, Schema};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -86,4 +88,39 @@ pub fn parquet_dir_schema(dir: &Path) -> Option<arrow::datatypes::SchemaRef> {
     let handle = std::fs::File::open(files.first()?).ok()?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(handle).ok()?;
     Some(builder.schema().clone())
+}
+
+/// Puts another reader's batches in Tarn's column order and types (nullable), so their
+/// rows compare with [`canonical_rows`]. Panics when a column is missing or does not cast.
+pub fn align(batches: &[RecordBatch], schema: &SchemaRef) -> Vec<RecordBatch> {
+    let nullable = Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<Field>>(),
+    ));
+    batches
+        .iter()
+        .map(|b| {
+            let columns = schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    let column = b.column_by_name(f.name()).unwrap_or_else(|| {
+                        panic!("the other reader returned no column {:?}", f.name())
+                    });
+                    cast(column, f.data_type()).unwrap_or_else(|e| {
+                        panic!(
+                            "column {:?}: cannot cast {} to {}: {e}",
+                            f.name(),
+                            column.data_type(),
+                            f.data_type()
+                        )
+                    })
+                })
+                .collect();
+            RecordBatch::try_new(Arc::clone(&nullable), columns).expect("aligned batch")
+        })
+        .collect()
 }

@@ -9,13 +9,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema};
 use tarn::expr::{col, lit};
 use tarn::{SchemaMode, Table, WriteMode};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
 use tarn_tests::python::run_script;
-use tarn_tests::rows::{canonical_rows, read_parquet_file, row_count};
+use tarn_tests::rows::{align, canonical_rows, read_parquet_file, row_count};
 
 /// What `read_table.py` reports, and the rows it read.
 struct PythonRead {
@@ -38,36 +37,6 @@ fn read_with_deltalake(dir: &Path, version: Option<i64>) -> PythonRead {
         rows: report["rows"].as_u64().unwrap() as usize,
         batches: read_parquet_file(out.path()),
     }
-}
-
-/// Puts another reader's batches in Tarn's column order and types, so rows compare.
-fn align(batches: &[RecordBatch], schema: &SchemaRef) -> Vec<RecordBatch> {
-    batches
-        .iter()
-        .map(|b| {
-            let columns = schema
-                .fields()
-                .iter()
-                .map(|f| {
-                    let column = b
-                        .column_by_name(f.name())
-                        .unwrap_or_else(|| panic!("deltalake returned no column {:?}", f.name()));
-                    cast(column, f.data_type()).unwrap()
-                })
-                .collect();
-            RecordBatch::try_new(
-                Arc::new(Schema::new(
-                    schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.as_ref().clone().with_nullable(true))
-                        .collect::<Vec<Field>>(),
-                )),
-                columns,
-            )
-            .unwrap()
-        })
-        .collect()
 }
 
 async fn assert_same_through_deltalake(table: &Table, dir: &Path, what: &str) {
@@ -278,7 +247,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
     // Then in files: every DV of this change goes to one `.bin` file, and the file that
     // already had an inline DV gets the union.
     let _ = table
-        .set_properties([(tarn::dml::INLINE_DV_PROPERTY, "0")])
+        .set_properties([(tarn::properties::DV_INLINE_THRESHOLD, "0")])
         .await
         .unwrap();
     let outcome = table
@@ -356,4 +325,107 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
         0
     );
     assert_same_through_deltalake(&table, &mor, "optimized").await;
+}
+
+/// Microseconds since the epoch of a UTC date and time.
+fn micros(text: &str) -> i64 {
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .unwrap()
+        .and_utc()
+        .timestamp_micros()
+}
+
+/// `(id, ts)` of every row, sorted by id.
+async fn id_timestamps(table: &Table) -> Vec<(i64, Option<i64>)> {
+    use arrow::array::{Array, AsArray};
+    let mut out = Vec::new();
+    for batch in table.scan().collect().await.unwrap() {
+        let ids = batch
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let ts = batch
+            .column(1)
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        for i in 0..batch.num_rows() {
+            out.push((ids.value(i), ts.is_valid(i).then(|| ts.value(i))));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn int96_timestamps_read_exactly_from_year_1_to_9999_in_scans_and_rewrites() {
+    use arrow::datatypes::TimeUnit;
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+    ]));
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&schema)
+        .execute()
+        .await
+        .unwrap();
+    // A data file pyarrow writes with INT96 timestamps, as Spark does, joins the table.
+    let file = dir.path().join("part-int96.parquet");
+    run_script("write_int96.py", &[file.to_str().unwrap()]);
+    let mut txn = table.transaction();
+    txn.add_file(tarn::protocol::Add {
+        path: "part-int96.parquet".into(),
+        partition_values: Default::default(),
+        size: std::fs::metadata(&file).unwrap().len() as i64,
+        modification_time: 0,
+        data_change: true,
+        stats: None,
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+        clustering_provider: None,
+    });
+    let _ = table.commit(txn).await.unwrap();
+    let expected = vec![
+        (1, Some(micros("0001-01-01 00:00:00"))),
+        (2, Some(micros("9999-12-31 23:59:59.999999"))),
+        (3, Some(1)),
+        (4, Some(micros("1677-09-21 00:12:43.145224"))),
+        (5, Some(micros("2262-04-11 23:47:16.854776"))),
+        (6, None),
+    ];
+    assert_eq!(id_timestamps(&table).await, expected, "scan");
+    // A predicate on the column sees the same values.
+    let late = table
+        .scan()
+        .filter(col("ts").gt(lit(tarn::expr::Scalar::Timestamp(micros(
+            "2262-04-12 00:00:00",
+        )))))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(row_count(&late), 1);
+    // A copy-on-write rewrite decodes and re-encodes every surviving value exactly, and
+    // writes statistics that prune by them.
+    table
+        .delete(col("id").eq(lit(3i64)))
+        .execute()
+        .await
+        .unwrap();
+    let kept: Vec<_> = expected.into_iter().filter(|(id, _)| *id != 3).collect();
+    assert_eq!(id_timestamps(&table).await, kept, "after a rewrite");
+    let plan = table
+        .scan()
+        .filter(col("ts").lt(lit(tarn::expr::Scalar::Timestamp(micros(
+            "0001-01-02 00:00:00",
+        )))))
+        .plan()
+        .unwrap();
+    assert_eq!(plan.files.len(), 1);
+    let stats = plan.files[0].stats.clone().unwrap();
+    assert!(stats.contains("0001-01-01T00:00:00"), "{stats}");
+    assert!(stats.contains("9999-12-31T23:59:59.999"), "{stats}");
 }

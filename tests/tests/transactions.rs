@@ -407,3 +407,59 @@ async fn a_lost_race_costs_one_get_per_winning_commit_and_a_blind_append_two_rou
         "{counts}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_commit_records_its_parameters_and_metrics_as_strings() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = tarn_tests::fixtures::every_commit_kind(dir.path().to_str().unwrap()).await;
+    let mut operations = Vec::new();
+    for version in 0..=table.version() {
+        let text =
+            std::fs::read_to_string(dir.path().join(format!("_delta_log/{version:020}.json")))
+                .unwrap();
+        let info = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find_map(|a| a.get("commitInfo").cloned())
+            .unwrap_or_else(|| panic!("version {version} has no commitInfo"));
+        for key in ["operationParameters", "operationMetrics"] {
+            let Some(map) = info.get(key) else { continue };
+            let map = map
+                .as_object()
+                .unwrap_or_else(|| panic!("version {version}: {key} is not a map: {map}"));
+            for (name, value) in map {
+                assert!(
+                    value.is_string(),
+                    "version {version} ({}): {key}.{name} is {value}, not a string",
+                    info["operation"]
+                );
+            }
+        }
+        operations.push(info["operation"].as_str().unwrap().to_string());
+    }
+    // The table holds every kind of commit, and the hand-built one kept its values as text.
+    for op in [
+        "CREATE TABLE",
+        "WRITE",
+        "SET TBLPROPERTIES",
+        "ADD COLUMNS",
+        "DELETE",
+        "UPDATE",
+        "MERGE",
+        "OPTIMIZE",
+        "CUSTOM",
+    ] {
+        assert!(operations.iter().any(|o| o == op), "{op} in {operations:?}");
+    }
+    let last = std::fs::read_to_string(
+        dir.path()
+            .join(format!("_delta_log/{:020}.json", table.version())),
+    )
+    .unwrap();
+    assert!(
+        last.contains(
+            r#""operationParameters":{"count":"3","flags":"[true,false]","nothing":"null"}"#
+        ),
+        "{last}"
+    );
+}
