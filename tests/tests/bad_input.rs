@@ -114,7 +114,12 @@ async fn batches_that_do_not_fit_are_refused_naming_the_column() {
 async fn unknown_columns_and_mistyped_literals_are_named() {
     let dir = tempfile::tempdir().unwrap();
     let table = sales_table(dir.path(), 1, &[]).await;
-    let err = table.scan().select(["id", "nope"]).plan().unwrap_err();
+    let err = table
+        .scan()
+        .select(["id", "nope"])
+        .plan()
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, Error::UnknownColumn { column, .. } if column == "nope"),
         "{err}"
@@ -123,6 +128,7 @@ async fn unknown_columns_and_mistyped_literals_are_named() {
         .scan()
         .filter(col("ghost").eq(lit(1)))
         .plan()
+        .await
         .unwrap_err();
     assert!(
         matches!(&err, Error::UnknownColumn { column, .. } if column == "ghost"),
@@ -132,6 +138,7 @@ async fn unknown_columns_and_mistyped_literals_are_named() {
         .scan()
         .filter(col("id").eq(lit("seven")))
         .plan()
+        .await
         .unwrap_err();
     assert!(
         matches!(&err, Error::TypeMismatch { column, .. } if column == "id"),
@@ -151,6 +158,7 @@ async fn unknown_columns_and_mistyped_literals_are_named() {
         .scan()
         .filter(col("amount").is_in([1i64 << 60]))
         .plan()
+        .await
         .unwrap_err();
     assert!(matches!(err, Error::TypeMismatch { .. }), "{err}");
 }

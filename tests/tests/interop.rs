@@ -165,6 +165,7 @@ async fn tables_deltalake_writes_read_the_same_through_tarn() {
         .scan()
         .filter(col("part").eq(lit("x y=z")))
         .plan()
+        .await
         .unwrap();
     assert!(partition.skipped_by_partition > 0);
 }
@@ -423,6 +424,7 @@ async fn int96_timestamps_read_exactly_from_year_1_to_9999_in_scans_and_rewrites
             "0001-01-02 00:00:00",
         )))))
         .plan()
+        .await
         .unwrap();
     assert_eq!(plan.files.len(), 1);
     let stats = plan.files[0].stats.clone().unwrap();

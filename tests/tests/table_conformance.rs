@@ -165,7 +165,7 @@ async fn partition_and_stats_pruning_skip_files(target: Target) {
         batches.push(batch);
     }
     let nl = table.scan().filter(col("country").eq(lit("NL")));
-    let plan = nl.plan().unwrap();
+    let plan = nl.plan().await.unwrap();
     assert_eq!(
         (
             plan.total_files,
@@ -181,7 +181,7 @@ async fn partition_and_stats_pruning_skip_files(target: Target) {
     let few = table
         .scan()
         .filter(col("id").gt_eq(lit(250)).and(col("id").lt(lit(260))));
-    let plan = few.plan().unwrap();
+    let plan = few.plan().await.unwrap();
     assert_eq!(
         plan.skipped_by_stats, 45,
         "one append's five files hold ids 200..300"
@@ -197,7 +197,7 @@ async fn partition_and_stats_pruning_skip_files(target: Target) {
 
     // Null partitions: IS NULL reads only the null folder.
     let nulls = table.scan().filter(col("country").is_null());
-    assert_eq!(nulls.plan().unwrap().files.len(), 10);
+    assert_eq!(nulls.plan().await.unwrap().files.len(), 10);
     assert_eq!(row_count(&nulls.collect().await.unwrap()), 200);
 }
 
@@ -600,7 +600,8 @@ async fn row_groups_are_pruned_inside_a_file(target: Target) {
         pruned.bytes_read * 5 < full.bytes_read,
         "pruned {pruned}, full {full}"
     );
-    assert_eq!(pruned.gets, 2, "{pruned}");
+    // The footer was decoded by the first scan and kept: only the row group is fetched.
+    assert_eq!(pruned.gets, 1, "{pruned}");
 }
 
 macro_rules! suite {

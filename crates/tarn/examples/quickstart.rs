@@ -145,7 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .eq(lit("NL"))
             .and(col("amount").gt(lit(300.0))),
     );
-    let plan = scan.plan()?;
+    let plan = scan.plan().await?;
     let selected = scan.collect().await?;
     report(
         &format!("country = 'NL' AND amount > 300: {} rows", rows(&selected)),

@@ -277,6 +277,75 @@ pub enum Error {
         source: arrow_schema::ArrowError,
     },
 
+    /// An index object could not be built, read or queried (missing, corrupt, a store
+    /// failure). Scans with `use_indices(false)` still read the table.
+    #[error("index {index:?}: {source}")]
+    Index {
+        /// The index's name.
+        index: String,
+        /// What failed, naming the object.
+        #[source]
+        source: Box<tarn_index::Error>,
+    },
+
+    /// No index of that name.
+    #[error("the table has no index {name:?} (it has {available:?})")]
+    IndexNotFound {
+        /// The name asked for.
+        name: String,
+        /// The indices there are.
+        available: Vec<String>,
+    },
+
+    /// An index of that name exists already.
+    #[error("the table already has an index {name:?}")]
+    IndexAlreadyExists {
+        /// The name.
+        name: String,
+    },
+
+    /// The column's type cannot be held by that kind of index.
+    #[error("a {kind} index cannot index column {column:?} of type {data_type}")]
+    UnsupportedIndexType {
+        /// The column.
+        column: String,
+        /// The kind asked for.
+        kind: String,
+        /// The column's type.
+        data_type: String,
+    },
+
+    /// An index (or the registry of indices) recorded by a newer format than this build
+    /// reads. Scans with `use_indices(false)` still read the table; writes leave the index
+    /// alone.
+    #[error("index {index:?} has format {version}; this build reads up to {supported}")]
+    UnsupportedIndexFormat {
+        /// The index.
+        index: String,
+        /// Its format.
+        version: u32,
+        /// The newest format this build reads.
+        supported: u32,
+    },
+
+    /// An index record in the table's domain metadata does not parse.
+    #[error("index metadata in domain {domain:?} is invalid: {reason}")]
+    InvalidIndexMetadata {
+        /// The domain.
+        domain: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// `text_match` on a column with no full-text index.
+    #[error(
+        "text_match on column {column:?} needs a full-text index on it; create one with create_index(..).kind(IndexKind::FullText)"
+    )]
+    TextMatchWithoutIndex {
+        /// The column.
+        column: String,
+    },
+
     /// A task run off the async threads (encoding, a background checkpoint) panicked or
     /// was cancelled.
     #[error("the {task} task did not finish: {source}")]

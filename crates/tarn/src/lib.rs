@@ -48,9 +48,11 @@ pub mod clock;
 pub mod dml;
 pub mod dv;
 pub mod expr;
+pub mod index;
 pub mod properties;
 pub mod protocol;
 
+mod cache;
 mod conform;
 mod create;
 mod error;
@@ -70,6 +72,10 @@ pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
 pub use dml::{ChangeStrategy, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
 pub use error::{ConflictReason, Error, Result};
+pub use index::{
+    CreateIndexBuilder, IndexInfo, IndexKind, IndexMode, IndexOptions, IndexUse,
+    OptimizeIndicesOutcome,
+};
 pub use log::checkpoint::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use scan::{DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan};

@@ -15,6 +15,7 @@ use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record
 use crate::dml::read_candidates;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
+use crate::index::InlineSegments;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
 use crate::stats::FileStats;
@@ -149,7 +150,12 @@ impl OptimizeBuilder<'_> {
                         ),
                     });
                 }
-                snapshot.scan().filter(predicate.clone()).plan()?.files
+                snapshot
+                    .scan()
+                    .filter(predicate.clone())
+                    .plan()
+                    .await?
+                    .files
             }
             None => snapshot.files().cloned().collect(),
         };
@@ -181,6 +187,9 @@ impl OptimizeBuilder<'_> {
                 serde_json::to_string(&sort_by).unwrap_or_default(),
             );
         let now = table.clock().now_ms();
+        let inline = InlineSegments::of(&snapshot)?;
+        let capture = inline.columns();
+        let (mut added, mut captured) = (Vec::new(), Vec::new());
         for (_, files) in partitions {
             let heavy = |a: &Add| {
                 let Some(dv) = &a.deletion_vector else {
@@ -241,6 +250,7 @@ impl OptimizeBuilder<'_> {
                     num_indexed_cols: snapshot.properties().num_indexed_cols(),
                     writer_properties: None,
                     modification_time: now,
+                    capture: capture.clone(),
                 },
             )
             .await?;
@@ -253,15 +263,21 @@ impl OptimizeBuilder<'_> {
                 txn.remove_file(remove);
                 outcome.files_removed += 1;
             }
-            for mut add in written.adds {
+            for (mut add, columns) in written.adds.into_iter().zip(written.captured) {
                 add.data_change = false;
                 outcome.bytes_added += add.size as u64;
-                txn.add_file(add);
+                txn.add_file(add.clone());
+                added.push(add);
+                captured.push(columns);
                 outcome.files_added += 1;
             }
             outcome.rows += written.rows;
             outcome.partitions_optimized += 1;
         }
+        // The rewritten files get segments of the inline indices in the same commit.
+        inline
+            .add_to(&mut txn, &snapshot, &added, &capture, &captured)
+            .await?;
         if !txn.actions().is_empty() {
             let txn = txn
                 .with_metric("numRemovedFiles", outcome.files_removed.to_string())

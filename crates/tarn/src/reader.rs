@@ -18,9 +18,10 @@ use parquet::arrow::async_reader::{
 };
 use parquet::basic::Type as PhysicalType;
 use parquet::errors::{ParquetError, Result};
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use tarn_store::StoreLocation;
 
+use crate::cache::Caches;
 use crate::paths;
 use crate::protocol::Add;
 
@@ -75,7 +76,9 @@ impl DataFileErrors {
     }
 }
 
-/// Opens the data file `add` of the table at `location` for decoding.
+/// Opens the data file `add` of the table at `location` for decoding. Its footer (with
+/// the offset index, so row selections fetch only their pages) comes from `caches` when
+/// read before, and is kept there otherwise.
 ///
 /// Fails with [`crate::Error::InvalidPath`] for a path that leaves the table,
 /// [`crate::Error::DataFileNotFound`] when the object is missing, and
@@ -83,15 +86,26 @@ impl DataFileErrors {
 pub(crate) async fn open_data_file(
     location: &StoreLocation,
     add: &Add,
-    options: ArrowReaderOptions,
+    caches: &Caches,
 ) -> crate::Result<DataFile> {
     let path = paths::resolve(location, &add.path)?;
     let errors = DataFileErrors::new(location, &add.path, &path);
     let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
-    let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path, size);
-    let mut metadata = ArrowReaderMetadata::load_async(&mut reader, options.clone())
-        .await
-        .map_err(|e| errors.error(e))?;
+    let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
+    let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+    let key = path.to_string();
+    let mut metadata = match caches.footer(&key) {
+        Some(footer) => {
+            ArrowReaderMetadata::try_new(footer, options.clone()).map_err(|e| errors.error(e))?
+        }
+        None => {
+            let loaded = ArrowReaderMetadata::load_async(&mut reader, options.clone())
+                .await
+                .map_err(|e| errors.error(e))?;
+            caches.keep_footer(&key, Arc::clone(loaded.metadata()));
+            loaded
+        }
+    };
     if let Some(schema) = int96_as_microseconds(metadata.metadata(), metadata.schema()) {
         metadata = ArrowReaderMetadata::try_new(
             Arc::clone(metadata.metadata()),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use tarn_store::StoreLocation;
 
+use crate::cache::Caches;
 use crate::error::{Error, Result};
 use crate::log::checkpoint::read_checkpoint;
 use crate::log::{
@@ -134,6 +135,8 @@ pub struct Snapshot {
     arrow_schema: SchemaRef,
     partition_columns: Arc<Vec<PartitionColumn>>,
     state: Arc<TableState>,
+    /// Shared with every snapshot derived from this one.
+    caches: Arc<Caches>,
 }
 
 /// Builds a [`Snapshot`]: the latest, or at a version, or at a timestamp.
@@ -286,7 +289,7 @@ impl Snapshot {
             state.apply_commit(location, actions);
         }
         let timestamp = commit_timestamp(listing, segment);
-        Self::from_state(location.clone(), segment.version, timestamp, state)
+        Self::from_state(location.clone(), segment.version, timestamp, state, None)
     }
 
     fn from_state(
@@ -294,6 +297,7 @@ impl Snapshot {
         version: i64,
         timestamp: i64,
         state: TableState,
+        caches: Option<Arc<Caches>>,
     ) -> Result<Snapshot> {
         let protocol = state
             .protocol
@@ -322,6 +326,7 @@ impl Snapshot {
             arrow_schema,
             partition_columns: Arc::new(partition_columns),
             state: Arc::new(state),
+            caches: caches.unwrap_or_default(),
         })
     }
 
@@ -333,7 +338,7 @@ impl Snapshot {
     ) -> Result<Snapshot> {
         let mut state = TableState::default();
         state.apply_commit(&location, actions);
-        Self::from_state(location, 0, timestamp, state)
+        Self::from_state(location, 0, timestamp, state, None)
     }
 
     /// The snapshot after committing `actions` as `version` on top of this one, without
@@ -346,7 +351,13 @@ impl Snapshot {
     ) -> Result<Snapshot> {
         let mut state = (*self.state).clone();
         state.apply_commit(&self.location, actions);
-        Self::from_state(self.location.clone(), version, timestamp, state)
+        Self::from_state(
+            self.location.clone(),
+            version,
+            timestamp,
+            state,
+            Some(Arc::clone(&self.caches)),
+        )
     }
 
     /// The snapshot at the newest version, reading only the commits after this one (one
@@ -381,7 +392,13 @@ impl Snapshot {
             .map(|c| c.meta.last_modified.timestamp_millis())
             .unwrap_or(self.timestamp)
             .max(self.timestamp + 1);
-        Self::from_state(self.location.clone(), latest, timestamp, state)
+        Self::from_state(
+            self.location.clone(),
+            latest,
+            timestamp,
+            state,
+            Some(Arc::clone(&self.caches)),
+        )
     }
 
     async fn at_timestamp(location: StoreLocation, timestamp_ms: i64) -> Result<Snapshot> {
@@ -511,6 +528,11 @@ impl Snapshot {
     /// The column mapping mode.
     pub fn column_mapping_mode(&self) -> ColumnMappingMode {
         self.properties().column_mapping_mode()
+    }
+
+    /// The caches this snapshot shares with the snapshots derived from it.
+    pub(crate) fn caches(&self) -> &Arc<Caches> {
+        &self.caches
     }
 
     /// The live data files.

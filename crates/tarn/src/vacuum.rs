@@ -5,7 +5,8 @@
 //! retention period does (it was removed less than the retention period ago), or when it
 //! is younger than the retention period: a writer may be about to commit it. The log
 //! itself, and hidden files and folders (`.x`, `_x` that are not partition folders), are
-//! never touched.
+//! never touched, but for index objects (`_tarn_index/`): those go when no version
+//! within the retention period uses them and they are older than it.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -14,11 +15,16 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 
 use crate::error::{Error, Result};
+use crate::index::meta::INDEX_DIR;
+use crate::index::referenced_objects;
+use crate::log::{CommitFile, list_log, read_commits};
 use crate::paths;
+use crate::protocol::Action;
 use crate::protocol::DeletionVectorDescriptor;
 use crate::protocol::features::ensure_writable;
 use crate::protocol::names::DELTA_LOG_DIR;
 use crate::snapshot::Snapshot;
+use crate::snapshot::commit_timestamps;
 use crate::table::Table;
 
 /// What a vacuum deleted (or, in a dry run, would delete).
@@ -111,18 +117,38 @@ impl VacuumBuilder<'_> {
             .try_collect()
             .await
             .map_err(Error::store("list", root))?;
-        let mut victims: Vec<(Path, u64)> = objects
-            .into_iter()
+        // Index objects old enough to go, unless a retained version uses them.
+        let index_candidates: Vec<&object_store::ObjectMeta> = objects
+            .iter()
             .filter(|meta| {
-                let Some(relative) = relative_parts(root, &meta.location) else {
-                    return false;
-                };
-                !is_hidden(&relative)
-                    && !referenced.contains(meta.location.as_ref())
+                relative_parts(root, &meta.location)
+                    .is_some_and(|r| r.first().is_some_and(|f| f == INDEX_DIR))
                     && meta.last_modified.timestamp_millis() < cutoff
             })
-            .map(|meta| (meta.location, meta.size))
             .collect();
+        let index_kept = if index_candidates.is_empty() {
+            HashSet::new()
+        } else {
+            referenced_objects(&snapshot, &commits_since(&snapshot, cutoff).await?)
+        };
+        let mut victims: Vec<(Path, u64)> = index_candidates
+            .into_iter()
+            .filter(|meta| !index_kept.contains(meta.location.as_ref()))
+            .map(|meta| (meta.location.clone(), meta.size))
+            .collect();
+        victims.extend(
+            objects
+                .into_iter()
+                .filter(|meta| {
+                    let Some(relative) = relative_parts(root, &meta.location) else {
+                        return false;
+                    };
+                    !is_hidden(&relative)
+                        && !referenced.contains(meta.location.as_ref())
+                        && meta.last_modified.timestamp_millis() < cutoff
+                })
+                .map(|meta| (meta.location, meta.size)),
+        );
         victims.sort();
         let bytes = victims.iter().map(|(_, size)| size).sum();
         if !self.dry_run && !victims.is_empty() {
@@ -146,6 +172,25 @@ impl VacuumBuilder<'_> {
             retention,
         })
     }
+}
+
+/// The actions of the commits made at or after `cutoff_ms`: what versions within the
+/// retention period changed (index segments they removed, in particular).
+async fn commits_since(snapshot: &Snapshot, cutoff_ms: i64) -> Result<Vec<Vec<Action>>> {
+    let location = snapshot.location();
+    let store = location.store().as_ref();
+    let listing = list_log(store, location.root(), 0).await?;
+    let recent: Vec<CommitFile> = commit_timestamps(&listing)
+        .into_iter()
+        .filter(|(_, ts)| *ts >= cutoff_ms)
+        .filter_map(|(version, _)| {
+            listing.commits.get(&version).map(|meta| CommitFile {
+                version,
+                meta: meta.clone(),
+            })
+        })
+        .collect();
+    read_commits(store, &recent).await
 }
 
 /// Resolved paths of every file a version within the retention references: live files,

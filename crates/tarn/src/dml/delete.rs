@@ -3,11 +3,12 @@
 use arrow::array::BooleanArray;
 
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
-    read_candidates, resolve_strategy, start, true_mask,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, exact_deletions, finish,
+    now, positions_of, read_planned, resolve_strategy, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, evaluate_predicate};
+use crate::scan::bind_predicate;
 use crate::stats::FileStats;
 use crate::table::Table;
 
@@ -61,8 +62,8 @@ impl DeleteBuilder<'_> {
             });
         }
         let strategy = resolve_strategy(&snapshot, strategy)?;
-        let bound = predicate.bind(snapshot.schema())?;
-        let plan = snapshot.scan().filter(predicate.clone()).plan()?;
+        let bound = bind_predicate(&snapshot, &predicate)?;
+        let plan = snapshot.scan().filter(predicate.clone()).plan().await?;
         let mut metrics = DmlMetrics {
             files_skipped: plan.total_files - plan.files.len(),
             ..Default::default()
@@ -105,7 +106,24 @@ impl DeleteBuilder<'_> {
             return finish(table, txn, started, metrics).await;
         }
 
-        let files = read_candidates(&snapshot, &plan.files).await?;
+        if strategy == ChangeStrategy::MergeOnRead
+            && let Some(changes) = exact_deletions(&snapshot, &plan).await?
+        {
+            // The indices found exactly the rows: no data file is read.
+            metrics.rows_deleted = changes.iter().map(|c| c.deleted.len()).sum();
+            apply_changes(
+                &mut txn,
+                &snapshot,
+                strategy,
+                changes,
+                Vec::new(),
+                now,
+                &mut metrics,
+            )
+            .await?;
+            return finish(table, txn, started, metrics).await;
+        }
+        let files = read_planned(&snapshot, &plan, strategy).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         for (add, rows) in files {

@@ -30,8 +30,9 @@ pub use crate::properties::ChangeStrategy;
 
 use crate::dv::{DvFileWriter, describe_bitmap, load_deletion_vector};
 use crate::error::{Error, Result};
+use crate::index::InlineSegments;
 use crate::protocol::Add;
-use crate::scan::{FileRows, Scan, read_file_rows, read_file_rows_of};
+use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows, read_file_rows_of};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
@@ -132,6 +133,66 @@ pub(crate) async fn read_selected(
         .await
 }
 
+/// Reads the planned files an operation changes: whole for copy-on-write (their other
+/// rows are rewritten with them), and for merge-on-read only the rows an index allows
+/// when one covers the file (through the offset index, so only their pages).
+pub(crate) async fn read_planned(
+    snapshot: &Snapshot,
+    plan: &ScanPlan,
+    strategy: ChangeStrategy,
+) -> Result<Vec<(Add, FileRows)>> {
+    match strategy {
+        ChangeStrategy::CopyOnWrite => read_candidates(snapshot, &plan.files).await,
+        ChangeStrategy::MergeOnRead => {
+            let files = plan
+                .files
+                .iter()
+                .map(|a| (a.clone(), plan.rows_of(snapshot, a).cloned()))
+                .collect();
+            read_selected(&snapshot.scan(), files).await
+        }
+    }
+}
+
+/// When indices answered a predicate exactly (every part, every planned file), the rows
+/// a merge-on-read change deletes, per file, without reading any data: the index's rows
+/// minus those already deleted. `None` when a file lacks what this needs (its row count
+/// in the statistics), so the caller reads the files instead.
+pub(crate) async fn exact_deletions(
+    snapshot: &Snapshot,
+    plan: &ScanPlan,
+) -> Result<Option<Vec<FileChange>>> {
+    if !plan.exact {
+        return Ok(None);
+    }
+    let mut changes = Vec::with_capacity(plan.files.len());
+    for add in &plan.files {
+        let (Some(rows), Some(physical)) = (
+            plan.rows_of(snapshot, add),
+            add.stats
+                .as_deref()
+                .and_then(crate::stats::FileStats::parse)
+                .and_then(|s| s.num_records),
+        ) else {
+            return Ok(None);
+        };
+        let before = match &add.deletion_vector {
+            Some(dv) => load_deletion_vector(snapshot.location(), dv).await?,
+            None => RoaringTreemap::new(),
+        };
+        changes.push(FileChange {
+            add: add.clone(),
+            rows: FileRows {
+                batch: RecordBatch::new_empty(std::sync::Arc::clone(snapshot.arrow_schema())),
+                positions: Vec::new(),
+                physical_rows: physical,
+            },
+            deleted: rows - &before,
+        });
+    }
+    Ok(Some(changes))
+}
+
 /// Positions (in the file) of the rows selected by a mask over a file's live rows.
 pub(crate) fn positions_of(rows: &FileRows, mask: &BooleanArray) -> RoaringTreemap {
     rows.positions
@@ -211,6 +272,8 @@ pub(crate) async fn apply_changes(
         &new_rows,
         SchemaMode::Strict,
     )?;
+    let inline = InlineSegments::of(snapshot)?;
+    let capture = inline.columns();
     let written = write_files(
         location,
         snapshot.schema(),
@@ -224,9 +287,13 @@ pub(crate) async fn apply_changes(
             num_indexed_cols: snapshot.properties().num_indexed_cols(),
             writer_properties: None,
             modification_time: now_ms,
+            capture: capture.clone(),
         },
     )
     .await?;
+    inline
+        .add_to(txn, snapshot, &written.adds, &capture, &written.captured)
+        .await?;
     metrics.files_added += written.adds.len();
     metrics.bytes_written += written.bytes;
     for add in written.adds {

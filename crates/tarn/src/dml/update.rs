@@ -8,11 +8,12 @@ use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 
 use super::{
     ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
-    read_candidates, resolve_strategy, start, true_mask,
+    read_planned, resolve_strategy, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value};
 use crate::protocol::StructType;
+use crate::scan::bind_predicate;
 use crate::table::Table;
 
 /// A bound assignment: the target column's index in the table schema and the value.
@@ -220,12 +221,15 @@ impl UpdateBuilder<'_> {
             }
             bound.push(bind_assignment(schema, schema, column, value)?);
         }
-        let bound_predicate = predicate.as_ref().map(|p| p.bind(schema)).transpose()?;
+        let bound_predicate = predicate
+            .as_ref()
+            .map(|p| bind_predicate(&snapshot, p))
+            .transpose()?;
         let scan = match &predicate {
             Some(p) => snapshot.scan().filter(p.clone()),
             None => snapshot.scan(),
         };
-        let plan = scan.plan()?;
+        let plan = scan.plan().await?;
         let mut metrics = DmlMetrics {
             files_skipped: plan.total_files - plan.files.len(),
             ..Default::default()
@@ -240,7 +244,7 @@ impl UpdateBuilder<'_> {
         txn.record_read_files(&plan.files);
         txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
-        let files = read_candidates(&snapshot, &plan.files).await?;
+        let files = read_planned(&snapshot, &plan, strategy).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         let mut updated = Vec::new();

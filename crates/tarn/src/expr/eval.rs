@@ -7,7 +7,7 @@ use arrow::compute::kernels::cmp;
 use arrow::compute::{and_kleene, is_not_null, is_null, not, or_kleene};
 use arrow::datatypes::DataType as ArrowType;
 
-use super::{ArithOp, CmpOp, ColumnName, Expr, Scalar};
+use super::{ArithOp, CmpOp, ColumnName, Expr, Scalar, TextQuery};
 use crate::error::{Error, Result};
 
 /// Evaluates a bound predicate on a batch whose columns carry the table's logical names.
@@ -74,6 +74,32 @@ pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<Boo
             } else {
                 Ok(any)
             }
+        }
+        Expr::TextMatch {
+            column: name,
+            query,
+            analyzer,
+        } => {
+            let analyzer = analyzer.ok_or_else(|| Error::TextMatchWithoutIndex {
+                column: name.to_string(),
+            })?;
+            let query = TextQuery::parse(query).map_err(|e| Error::InvalidArgument {
+                name: "text_match",
+                reason: e.to_string(),
+            })?;
+            let analyzer = analyzer.analyzer();
+            let array = column(batch, name)?;
+            let strings = array
+                .as_string_opt::<i32>()
+                .ok_or_else(|| Error::TypeMismatch {
+                    column: name.to_string(),
+                    expected: "string".into(),
+                    found: array.data_type().to_string(),
+                })?;
+            Ok(strings
+                .iter()
+                .map(|v| v.map(|text| query.matches(&analyzer, text)))
+                .collect())
         }
     }
 }

@@ -17,6 +17,9 @@ use std::fmt;
 pub(crate) use eval::{evaluate_predicate, evaluate_value};
 pub(crate) use prune::{StatsView, may_match};
 pub use scalar::{Scalar, ValueError};
+pub use tarn_index::fts::TextQuery;
+
+use tarn_index::fts::FullTextOptions;
 
 use crate::error::{Error, Result};
 use crate::protocol::{DataType, PrimitiveType, StructType};
@@ -169,6 +172,29 @@ pub enum Expr {
         /// `NOT IN`.
         negated: bool,
     },
+    /// A full-text match of a string column (see [`text_match`]). Binding against a
+    /// snapshot sets `analyzer` to the column's full-text index's; without one the
+    /// predicate is [`Error::TextMatchWithoutIndex`].
+    TextMatch {
+        /// The string column.
+        column: ColumnName,
+        /// The query, in [`TextQuery`]'s language.
+        query: String,
+        /// How the column's full-text index analyzes text, once resolved.
+        analyzer: Option<FullTextOptions>,
+    },
+}
+
+/// `text_match(column, query)`: rows whose `column` matches a full-text query (terms all
+/// present, `"phrases"`, `OR`, `-excluded`, parentheses), answered by the column's
+/// full-text index and, for rows no index segment covers, by the same analyzer on the
+/// raw text.
+pub fn text_match(column: impl Into<String>, query: impl Into<String>) -> Expr {
+    Expr::TextMatch {
+        column: ColumnName::new([column.into()]),
+        query: query.into(),
+        analyzer: None,
+    }
 }
 
 /// A top-level column. Use [`Expr::Column`] with [`ColumnName::new`] for nested fields.
@@ -310,6 +336,9 @@ impl Expr {
             }
             Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) => e.collect_columns(out),
             Expr::InList { expr, .. } => expr.collect_columns(out),
+            Expr::TextMatch { column, .. } => {
+                out.insert(column.clone());
+            }
         }
     }
 
@@ -441,6 +470,82 @@ impl Expr {
                     Some(P::Boolean),
                 ))
             }
+            Expr::TextMatch { column, query, .. } => {
+                let ty = resolve_column(schema, column)?;
+                if ty != &DataType::Primitive(P::String) {
+                    return Err(Error::TypeMismatch {
+                        column: column.to_string(),
+                        expected: "a string column for text_match".into(),
+                        found: ty.to_string(),
+                    });
+                }
+                TextQuery::parse(query).map_err(|e| Error::InvalidArgument {
+                    name: "text_match",
+                    reason: e.to_string(),
+                })?;
+                Ok((self.clone(), Some(P::Boolean)))
+            }
+        }
+    }
+
+    /// The expression with every `text_match` given the analyzer of its column's
+    /// full-text index, as `analyzer_of` finds it.
+    ///
+    /// Fails with [`Error::TextMatchWithoutIndex`] for a column without one.
+    pub(crate) fn resolve_text_matches(
+        &self,
+        analyzer_of: &dyn Fn(&ColumnName) -> Option<FullTextOptions>,
+    ) -> Result<Expr> {
+        let r = |e: &Expr| e.resolve_text_matches(analyzer_of).map(Box::new);
+        Ok(match self {
+            Expr::TextMatch { column, query, .. } => Expr::TextMatch {
+                column: column.clone(),
+                query: query.clone(),
+                analyzer: Some(analyzer_of(column).ok_or_else(|| {
+                    Error::TextMatchWithoutIndex {
+                        column: column.to_string(),
+                    }
+                })?),
+            },
+            Expr::Cmp { op, left, right } => Expr::Cmp {
+                op: *op,
+                left: r(left)?,
+                right: r(right)?,
+            },
+            Expr::Arith { op, left, right } => Expr::Arith {
+                op: *op,
+                left: r(left)?,
+                right: r(right)?,
+            },
+            Expr::And(a, b) => Expr::And(r(a)?, r(b)?),
+            Expr::Or(a, b) => Expr::Or(r(a)?, r(b)?),
+            Expr::Not(e) => Expr::Not(r(e)?),
+            Expr::IsNull(e) => Expr::IsNull(r(e)?),
+            Expr::IsNotNull(e) => Expr::IsNotNull(r(e)?),
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => Expr::InList {
+                expr: r(expr)?,
+                list: list.clone(),
+                negated: *negated,
+            },
+            Expr::Column(_) | Expr::Literal(_) => self.clone(),
+        })
+    }
+
+    /// Whether the expression holds a `text_match`.
+    pub(crate) fn has_text_match(&self) -> bool {
+        match self {
+            Expr::TextMatch { .. } => true,
+            Expr::Cmp { left, right, .. }
+            | Expr::Arith { left, right, .. }
+            | Expr::And(left, right)
+            | Expr::Or(left, right) => left.has_text_match() || right.has_text_match(),
+            Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) => e.has_text_match(),
+            Expr::InList { expr, .. } => expr.has_text_match(),
+            Expr::Column(_) | Expr::Literal(_) => false,
         }
     }
 }
@@ -564,6 +669,9 @@ impl fmt::Display for Expr {
                 let values: Vec<String> = list.iter().map(ToString::to_string).collect();
                 let not = if *negated { "NOT " } else { "" };
                 write!(f, "({expr} {not}IN ({}))", values.join(", "))
+            }
+            Expr::TextMatch { column, query, .. } => {
+                write!(f, "text_match({column}, {query:?})")
             }
         }
     }

@@ -61,6 +61,8 @@ pub(crate) fn may_match(expr: &Expr, stats: &dyn StatsView) -> bool {
             }
             _ => true,
         },
+        // Statistics say nothing of words.
+        Expr::TextMatch { .. } => true,
     }
 }
 
@@ -97,6 +99,7 @@ fn may_match_negated(expr: &Expr, stats: &dyn StatsView) -> bool {
             },
             stats,
         ),
+        Expr::TextMatch { .. } => true,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Names of the files in `_delta_log/`, and their parsing.
+//! Names of the files in `_delta_log/`, and their parsing; and the names Tarn gives its
+//! own records in the log.
 
 /// The log folder under the table root.
 pub const DELTA_LOG_DIR: &str = "_delta_log";
@@ -6,6 +7,8 @@ pub const DELTA_LOG_DIR: &str = "_delta_log";
 pub const LAST_CHECKPOINT: &str = "_last_checkpoint";
 /// The folder of V2 checkpoint sidecars, in the log folder.
 pub const SIDECARS_DIR: &str = "_sidecars";
+/// The prefix of the metadata domains of index segments: `tarn.index.<name>.<id>`.
+pub const INDEX_SEGMENT_DOMAIN_PREFIX: &str = "tarn.index.";
 
 /// What a checkpoint file is.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

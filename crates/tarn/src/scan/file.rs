@@ -8,8 +8,7 @@ use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
-use parquet::file::metadata::PageIndexPolicy;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
 
 use super::row_groups::RowGroupStats;
@@ -48,14 +47,8 @@ pub(crate) async fn read_file_rows_of(
     let snapshot = &scan.snapshot;
     let ctx = Arc::new(scan.context()?);
     let location = snapshot.location();
-    // With a few rows wanted, the offset index lets the reader fetch only their pages.
-    let options = if only.is_some() {
-        ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional)
-    } else {
-        ArrowReaderOptions::new()
-    };
     let (file, deleted) = futures::join!(
-        open_data_file(location, add, options),
+        open_data_file(location, add, snapshot.caches()),
         load_deletion_vector_of(snapshot, add)
     );
     let (file, deleted) = (file?, deleted?);
@@ -157,7 +150,7 @@ pub(super) async fn read_file(
 ) -> Result<RecordBatchStream> {
     let location = ctx.snapshot.location();
     let (data, deleted) = futures::join!(
-        open_data_file(location, &file.add, ArrowReaderOptions::new()),
+        open_data_file(location, &file.add, ctx.snapshot.caches()),
         load_deletion_vector_of(&ctx.snapshot, &file.add)
     );
     let (data, deleted) = (data?, deleted?);
@@ -187,7 +180,7 @@ pub(super) async fn read_file(
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
 
     let metadata = Arc::clone(builder.metadata());
-    let row_groups: Vec<usize> = match &ctx.predicate {
+    let mut row_groups: Vec<usize> = match &ctx.predicate {
         Some(p) => {
             let view = RowGroupStats::new(&ctx, &file_schema, &metadata, &file.partitions);
             (0..metadata.num_row_groups())
@@ -196,22 +189,39 @@ pub(super) async fn read_file(
         }
         None => (0..metadata.num_row_groups()).collect(),
     };
+    let mut starts = Vec::with_capacity(metadata.num_row_groups());
+    let mut next = 0u64;
+    for rg in metadata.row_groups() {
+        starts.push((next, rg.num_rows() as u64));
+        next += rg.num_rows() as u64;
+    }
+    // The rows an index allows, minus deleted ones, read through the offset index.
+    let wanted: Option<Vec<u64>> = file.rows.as_ref().map(|rows| {
+        rows.iter()
+            .filter(|r| deleted.as_ref().is_none_or(|d| !d.contains(*r)))
+            .collect()
+    });
+    if let Some(wanted) = &wanted {
+        row_groups.retain(|rg| {
+            let (start, rows) = starts[*rg];
+            let first = wanted.partition_point(|r| *r < start);
+            wanted.get(first).is_some_and(|r| *r < start + rows)
+        });
+    }
     if row_groups.is_empty() {
         return Ok(futures::stream::empty().boxed());
     }
+    let kept: Vec<(u64, u64)> = row_groups.iter().map(|rg| starts[*rg]).collect();
     let mut builder = builder
         .with_projection(mask)
         .with_batch_size(ctx.batch_size)
-        .with_row_groups(row_groups.clone());
-    if let Some(deleted) = &deleted {
-        let mut starts = Vec::with_capacity(metadata.num_row_groups());
-        let mut next = 0u64;
-        for rg in metadata.row_groups() {
-            starts.push((next, rg.num_rows() as u64));
-            next += rg.num_rows() as u64;
+        .with_row_groups(row_groups);
+    match (&wanted, &deleted) {
+        (Some(wanted), _) => builder = builder.with_row_selection(wanted_selection(wanted, &kept)),
+        (None, Some(deleted)) => {
+            builder = builder.with_row_selection(deletion_selection(deleted, &kept));
         }
-        let kept: Vec<(u64, u64)> = row_groups.iter().map(|rg| starts[*rg]).collect();
-        builder = builder.with_row_selection(deletion_selection(deleted, &kept));
+        (None, None) => {}
     }
     let stream = builder.build().map_err(|e| errors.error(e))?;
     // A corrupt page can make the decoder panic: the scan gets an error for this file.
@@ -237,6 +247,36 @@ async fn load_deletion_vector_of(snapshot: &Snapshot, add: &Add) -> Result<Optio
             .map(Some),
         None => Ok(None),
     }
+}
+
+/// A selection over the kept row groups (each `(first row, rows)` in file order) reading
+/// exactly the `wanted` rows (sorted, distinct).
+fn wanted_selection(wanted: &[u64], kept: &[(u64, u64)]) -> RowSelection {
+    let mut selectors = Vec::new();
+    for &(start, rows) in kept {
+        let end = start + rows;
+        let mut position = start;
+        let from = wanted.partition_point(|r| *r < start);
+        let mut i = from;
+        while i < wanted.len() && wanted[i] < end {
+            let run_start = wanted[i];
+            let mut run_end = run_start + 1;
+            while i + 1 < wanted.len() && wanted[i + 1] == run_end && run_end < end {
+                i += 1;
+                run_end += 1;
+            }
+            if run_start > position {
+                selectors.push(RowSelector::skip((run_start - position) as usize));
+            }
+            selectors.push(RowSelector::select((run_end - run_start) as usize));
+            position = run_end;
+            i += 1;
+        }
+        if end > position {
+            selectors.push(RowSelector::skip((end - position) as usize));
+        }
+    }
+    RowSelection::from(selectors)
 }
 
 /// The rows to read of the kept row groups (each `(first row, rows)` in file order),

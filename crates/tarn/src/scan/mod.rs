@@ -22,10 +22,12 @@ pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
 use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Expr, Scalar, evaluate_predicate, may_match};
+use crate::index::{IndexKind, IndexUse, select_rows, table_indices};
 use crate::properties::ColumnMappingMode;
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
 use crate::stats::{ColumnInfo, FileStats, FileStatsView, column_infos};
+use roaring::RoaringTreemap;
 
 /// A stream of record batches.
 pub type RecordBatchStream = BoxStream<'static, Result<RecordBatch>>;
@@ -34,6 +36,8 @@ pub type RecordBatchStream = BoxStream<'static, Result<RecordBatch>>;
 pub const DEFAULT_BATCH_SIZE: usize = 8192;
 /// Default number of files read at once.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Files read at once when an index selected their rows.
+const INDEXED_CONCURRENCY: usize = 64;
 
 /// A scan of one snapshot: which columns, which rows. Build with [`Snapshot::scan`] or
 /// `Table::scan`.
@@ -45,6 +49,7 @@ pub struct Scan {
     predicate: Option<Expr>,
     batch_size: usize,
     concurrency: usize,
+    use_indices: bool,
 }
 
 /// What a scan will read, and how much pruning removed.
@@ -58,8 +63,25 @@ pub struct ScanPlan {
     pub skipped_by_partition: usize,
     /// Files skipped by statistics.
     pub skipped_by_stats: usize,
+    /// Files skipped because an index found no matching row in them.
+    pub skipped_by_index: usize,
+    /// The indices that answered parts of the predicate, and what they found.
+    pub indices: Vec<IndexUse>,
     /// The schema of the batches the scan returns.
     pub schema: SchemaRef,
+    /// For files an index covers (by canonical path): the rows that may match.
+    pub(crate) rows: HashMap<String, RoaringTreemap>,
+    /// Whether indices answered the whole predicate for every file planned.
+    pub(crate) exact: bool,
+}
+
+impl ScanPlan {
+    /// The rows of a planned file an index allows (deleted rows included), when an index
+    /// covers it.
+    pub(crate) fn rows_of(&self, snapshot: &Snapshot, add: &Add) -> Option<&RoaringTreemap> {
+        self.rows
+            .get(&crate::paths::canonical(snapshot.location(), &add.path))
+    }
 }
 
 impl Snapshot {
@@ -71,6 +93,7 @@ impl Snapshot {
             predicate: None,
             batch_size: DEFAULT_BATCH_SIZE,
             concurrency: DEFAULT_CONCURRENCY,
+            use_indices: true,
         }
     }
 }
@@ -100,6 +123,13 @@ impl Scan {
         self
     }
 
+    /// Whether the table's indices narrow the files and rows read (default yes). The rows
+    /// returned are the same either way.
+    pub fn use_indices(mut self, use_indices: bool) -> Self {
+        self.use_indices = use_indices;
+        self
+    }
+
     fn context(&self) -> Result<ScanContext> {
         let snapshot = &self.snapshot;
         let schema = snapshot.schema();
@@ -120,7 +150,7 @@ impl Scan {
         let predicate = self
             .predicate
             .as_ref()
-            .map(|p| p.bind(schema))
+            .map(|p| bind_predicate(snapshot, p))
             .transpose()?;
         // Columns to read: the output plus what the predicate needs, in table order.
         let mut needed: Vec<String> = output.clone();
@@ -166,34 +196,88 @@ impl Scan {
         })
     }
 
-    /// Plans the scan without IO: checks the projection and predicate against the schema
-    /// and prunes files by partition values and statistics.
+    /// Plans the scan: checks the projection and predicate against the schema, prunes
+    /// files by partition values and statistics (no IO), then asks the table's indices
+    /// for the parts of the predicate they cover (reading only their lookups and the
+    /// pages or bitmaps that may match).
     ///
     /// Fails with [`Error::UnknownColumn`] or [`Error::TypeMismatch`] for a projection or
-    /// predicate that does not fit the schema, and [`Error::InvalidPartitionValue`] when a
-    /// file's partition value does not parse as its column's type.
-    pub fn plan(&self) -> Result<ScanPlan> {
+    /// predicate that does not fit the schema, [`Error::InvalidPartitionValue`] when a
+    /// file's partition value does not parse as its column's type,
+    /// [`Error::TextMatchWithoutIndex`] for `text_match` on a column with no full-text
+    /// index, and [`Error::Index`] / [`Error::UnsupportedIndexFormat`] when an index it
+    /// would use cannot be read (`use_indices(false)` avoids them).
+    pub async fn plan(&self) -> Result<ScanPlan> {
         let ctx = self.context()?;
-        let (files, by_partition, by_stats) = ctx.prune_files()?;
+        let (files, plan) = self.plan_files(&ctx).await?;
         Ok(ScanPlan {
             files: files.into_iter().map(|f| f.add).collect(),
+            ..plan
+        })
+    }
+
+    async fn plan_files(&self, ctx: &ScanContext) -> Result<(Vec<PlannedFile>, ScanPlan)> {
+        let (mut files, by_partition, by_stats) = ctx.prune_files()?;
+        let mut plan = ScanPlan {
+            files: Vec::new(),
             total_files: self.snapshot.file_count(),
             skipped_by_partition: by_partition,
             skipped_by_stats: by_stats,
+            skipped_by_index: 0,
+            indices: Vec::new(),
             schema: Arc::clone(&ctx.output_schema),
-        })
+            rows: HashMap::new(),
+            exact: false,
+        };
+        let Some(predicate) = ctx.predicate.as_ref().filter(|_| self.use_indices) else {
+            return Ok((files, plan));
+        };
+        let indices = table_indices(&self.snapshot)?;
+        let location = self.snapshot.location();
+        let candidates: Vec<String> = files
+            .iter()
+            .map(|f| crate::paths::canonical(location, &f.add.path))
+            .collect();
+        let Some(selection) = select_rows(&self.snapshot, &indices, predicate, &candidates).await?
+        else {
+            return Ok((files, plan));
+        };
+        let before = files.len();
+        files = files
+            .into_iter()
+            .zip(candidates)
+            .filter_map(|(mut file, path)| match selection.rows.get(&path) {
+                Some(rows) if rows.is_empty() => None,
+                Some(rows) => {
+                    file.rows = Some(rows.clone());
+                    Some(file)
+                }
+                None => Some(file),
+            })
+            .collect();
+        plan.skipped_by_index = before - files.len();
+        plan.indices = selection.uses;
+        plan.rows = selection.rows;
+        plan.exact = selection.exact;
+        Ok((files, plan))
     }
 
     /// Runs the scan: a stream of batches in the output schema. Batches of different
     /// files arrive in no particular order.
     ///
     /// Fails as [`plan`](Self::plan) does; the stream then yields typed errors for files
-    /// that cannot be read ([`Error::Parquet`], [`Error::InvalidDeletionVector`],
-    /// [`Error::InvalidPath`], [`Error::Store`]).
+    /// that cannot be read ([`Error::Parquet`], [`Error::DataFileNotFound`],
+    /// [`Error::InvalidDeletionVector`], [`Error::InvalidPath`], [`Error::Store`]).
     pub async fn execute(self) -> Result<RecordBatchStream> {
         let ctx = Arc::new(self.context()?);
-        let (files, _, _) = ctx.prune_files()?;
-        let concurrency = self.concurrency;
+        let (files, plan) = self.plan_files(&ctx).await?;
+        // Rows an index selected are a few pages per file: keep more files in flight, so
+        // the reads take one round trip rather than one per batch of files.
+        let concurrency = if plan.rows.is_empty() {
+            self.concurrency
+        } else {
+            self.concurrency.max(INDEXED_CONCURRENCY)
+        };
         let stream = futures::stream::iter(files)
             .map(move |file| {
                 let ctx = Arc::clone(&ctx);
@@ -210,10 +294,12 @@ impl Scan {
     }
 }
 
-/// A file chosen by planning, with its parsed partition values.
+/// A file chosen by planning, with its parsed partition values and, when an index
+/// covers it, the rows that may match.
 struct PlannedFile {
     add: Add,
     partitions: HashMap<ColumnName, Scalar>,
+    rows: Option<RoaringTreemap>,
 }
 
 struct ScanContext {
@@ -280,10 +366,29 @@ impl ScanContext {
             files.push(PlannedFile {
                 add: add.clone(),
                 partitions,
+                rows: None,
             });
         }
         Ok((files, by_partition, by_stats))
     }
+}
+
+/// Binds a predicate to a snapshot: checks it against the schema and gives each
+/// `text_match` the analyzer of its column's full-text index.
+///
+/// Fails as [`Expr::bind`] does, and with [`Error::TextMatchWithoutIndex`].
+pub(crate) fn bind_predicate(snapshot: &Snapshot, predicate: &Expr) -> Result<Expr> {
+    let bound = predicate.bind(snapshot.schema())?;
+    if !bound.has_text_match() {
+        return Ok(bound);
+    }
+    let indices = table_indices(snapshot)?;
+    bound.resolve_text_matches(&|column| {
+        indices
+            .on_column(column.root(), &[IndexKind::FullText])
+            .filter(|_| column.path().len() == 1)
+            .map(|(_, def)| def.options.full_text.unwrap_or_default())
+    })
 }
 
 /// Whether a file may hold rows matching a bound predicate, judged from its partition

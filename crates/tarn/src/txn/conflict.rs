@@ -29,6 +29,9 @@ pub(crate) struct ReadSet {
     pub(crate) app_ids: BTreeSet<String>,
     /// Metadata domains read.
     pub(crate) domains: BTreeSet<String>,
+    /// Metadata domains read only to keep derived state (index segments) in step with the
+    /// data: their change conflicts, but reading them does not make a write less blind.
+    pub(crate) meta_domains: BTreeSet<String>,
 }
 
 impl ReadSet {
@@ -121,6 +124,7 @@ pub(crate) fn check(
             _ => None,
         })
         .chain(ours.reads.domains.iter().map(String::as_str))
+        .chain(ours.reads.meta_domains.iter().map(String::as_str))
         .collect();
     let our_apps: BTreeSet<&str> = ours
         .actions

@@ -20,6 +20,7 @@ use crate::expr::Expr;
 use crate::log::{CommitFile, list_log, read_commits};
 use crate::paths;
 use crate::protocol::features::ensure_writable;
+use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX;
 use crate::protocol::{Action, Add, DomainMetadata, Metadata, Remove, Txn};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
@@ -187,7 +188,7 @@ impl Transaction {
             Some(p) => self.snapshot.scan().filter(p.clone()),
             None => self.snapshot.scan(),
         };
-        let plan = scan.plan()?;
+        let plan = scan.plan().await?;
         match &predicate {
             Some(p) => self.record_read_predicate(p)?,
             None => self.record_read_whole_table(),
@@ -262,6 +263,27 @@ impl Transaction {
         }));
     }
 
+    /// Records that the transaction keeps state derived from its data in step with
+    /// `domain` (the index registry): a concurrent change of the domain conflicts, but the
+    /// read does not make the transaction less blind.
+    pub(crate) fn record_read_index_registry(&mut self, domain: &str) {
+        self.reads.meta_domains.insert(domain.to_string());
+    }
+
+    /// Removes a metadata domain, keeping its last configuration in the tombstone (so a
+    /// vacuum can tell what it referenced).
+    pub fn remove_domain_metadata(
+        &mut self,
+        domain: impl Into<String>,
+        configuration: impl Into<String>,
+    ) {
+        self.actions.push(Action::DomainMetadata(DomainMetadata {
+            domain: domain.into(),
+            configuration: configuration.into(),
+            removed: true,
+        }));
+    }
+
     /// Sets a metadata domain's configuration, upgrading the protocol with the
     /// `domainMetadata` writer feature when the table lacks it.
     pub fn set_domain_metadata(
@@ -330,11 +352,15 @@ impl Transaction {
         }
         let store = Arc::clone(snapshot.location().store());
         let txn_id = Uuid::new_v4().to_string();
+        // Index segments describe the appended files; they keep an append blind.
         let blind = self.reads.is_empty()
-            && self
-                .actions
-                .iter()
-                .all(|a| matches!(a, Action::Add(add) if add.data_change));
+            && self.actions.iter().all(|a| match a {
+                Action::Add(add) => add.data_change,
+                Action::DomainMetadata(d) => {
+                    !d.removed && d.domain.starts_with(INDEX_SEGMENT_DOMAIN_PREFIX)
+                }
+                _ => false,
+            });
         // Actions change only when a concurrent DV change to one of our files is merged in.
         let mut actions = self.actions.clone();
         let mut dv_changes = self.dv_changes.clone();

@@ -6,14 +6,19 @@ use parquet::file::properties::WriterProperties;
 use super::{
     FileWriteOptions, SchemaMode, WriteMode, ensure_rows_match, prepare_batches, write_files,
 };
-use crate::error::{Error, Result};
+use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
+use crate::index::InlineSegments;
+use crate::index::meta::REGISTRY_DOMAIN;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
 use crate::protocol::features::ensure_writable;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, IsolationLevel};
+
+/// Times a plain append retries after racing an index's creation or drop.
+const INDEX_RACE_ATTEMPTS: u32 = 5;
 
 impl Table {
     /// Starts a write of `batches` (append by default).
@@ -249,13 +254,20 @@ impl WriteBuilder<'_> {
                     }
                     ensure_rows_match(&batches, &bound)?;
                     txn.record_read_predicate(predicate)?;
-                    snapshot.scan().filter(predicate.clone()).plan()?.files
+                    snapshot
+                        .scan()
+                        .filter(predicate.clone())
+                        .plan()
+                        .await?
+                        .files
                 }
             };
             txn.record_read_files(&removed);
         }
 
         let now = table.clock().now_ms();
+        let mut inline = InlineSegments::of(&snapshot)?;
+        let capture = inline.columns();
         let written = write_files(
             snapshot.location(),
             &schema,
@@ -266,6 +278,7 @@ impl WriteBuilder<'_> {
                 num_indexed_cols: snapshot.properties().num_indexed_cols(),
                 writer_properties,
                 modification_time: now,
+                capture: capture.clone(),
             },
         )
         .await?;
@@ -279,13 +292,14 @@ impl WriteBuilder<'_> {
         for add in removed {
             txn.remove_file(add.into_remove(now));
         }
-        for add in written.adds {
-            txn.add_file(add);
+        for add in &written.adds {
+            txn.add_file(add.clone());
         }
         if txn.actions().is_empty() {
             // Nothing to write and nothing to replace: no commit.
             return Ok(WriteOutcome::nothing(&snapshot, false));
         }
+        let has_app = app_transaction.is_some();
         if let Some((app_id, version)) = app_transaction {
             txn.set_app_transaction(app_id, version);
         }
@@ -311,7 +325,54 @@ impl WriteBuilder<'_> {
         if let Some(p) = &replace_where {
             txn = txn.with_parameter("predicate", p.to_string());
         }
-        let commit = table.commit(txn).await?;
+        // A plain append that raced an index's creation or drop is retried with the new
+        // set of indices: its data files stand, only its segments change.
+        let plain_append = mode == WriteMode::Append && evolved.is_none() && !has_app;
+        let mut attempt = 1;
+        let commit = loop {
+            let mut attempt_txn = txn.clone();
+            inline
+                .add_to(
+                    &mut attempt_txn,
+                    table.snapshot(),
+                    &written.adds,
+                    &capture,
+                    &written.captured,
+                )
+                .await?;
+            match table.commit(attempt_txn).await {
+                Ok(commit) => break commit,
+                Err(Error::Conflict {
+                    reason: ConflictReason::DomainMetadataChanged { domain },
+                    ..
+                }) if plain_append
+                    && domain == REGISTRY_DOMAIN
+                    && attempt < INDEX_RACE_ATTEMPTS =>
+                {
+                    attempt += 1;
+                    table.refresh().await?;
+                    inline = InlineSegments::of(table.snapshot())?;
+                    let mut fresh = table.transaction().with_operation("WRITE");
+                    if let Some(level) = isolation {
+                        fresh = fresh.with_isolation(level);
+                    }
+                    for add in &written.adds {
+                        fresh.add_file(add.clone());
+                    }
+                    txn = fresh
+                        .with_parameter("mode", mode_name)
+                        .with_parameter(
+                            "partitionBy",
+                            serde_json::to_string(&partition_by).unwrap_or_default(),
+                        )
+                        .with_metric("numFiles", files_added.to_string())
+                        .with_metric("numOutputRows", written.rows.to_string())
+                        .with_metric("numOutputBytes", written.bytes.to_string())
+                        .with_metric("numRemovedFiles", files_removed.to_string());
+                }
+                Err(e) => return Err(e),
+            }
+        };
         Ok(WriteOutcome {
             commit,
             skipped: false,

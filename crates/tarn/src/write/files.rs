@@ -56,6 +56,8 @@ pub(crate) struct FileWriteOptions {
     pub(crate) writer_properties: Option<WriterProperties>,
     /// The `modificationTime` of the files' `add` actions, ms since the epoch.
     pub(crate) modification_time: i64,
+    /// Columns whose values each file keeps, in row order, for indices built inline.
+    pub(crate) capture: Vec<String>,
 }
 
 /// One encoded data file, ready to upload.
@@ -65,6 +67,7 @@ struct EncodedFile {
     bytes: Bytes,
     stats: String,
     rows: usize,
+    captured: Vec<ArrayRef>,
 }
 
 /// What writing data files produced.
@@ -73,6 +76,8 @@ pub(crate) struct WrittenFiles {
     pub(crate) adds: Vec<Add>,
     pub(crate) rows: u64,
     pub(crate) bytes: u64,
+    /// For each file of `adds`: the captured columns, in `capture` order, every row.
+    pub(crate) captured: Vec<Vec<ArrayRef>>,
 }
 
 /// Writes conformed batches as data files under the table root and returns their `add`
@@ -101,7 +106,7 @@ pub(crate) async fn write_files(
     });
     let store = Arc::clone(location.store());
     let root = location.root().clone();
-    let uploads: Vec<(Add, u64)> = tokio_stream_from(rx)
+    let uploads: Vec<(Add, u64, Vec<ArrayRef>)> = tokio_stream_from(rx)
         .map(|file| {
             let store = Arc::clone(&store);
             let root = root.clone();
@@ -123,7 +128,7 @@ pub(crate) async fn write_files(
                     default_row_commit_version: None,
                     clustering_provider: None,
                 };
-                Ok::<_, Error>((add, file.rows as u64))
+                Ok::<_, Error>((add, file.rows as u64, file.captured))
             }
         })
         .buffer_unordered(UPLOAD_CONCURRENCY)
@@ -133,14 +138,16 @@ pub(crate) async fn write_files(
         task: "encoding data files",
         source,
     })?;
+    let mut uploads = uploads;
+    // Deterministic order in the commit, whatever order uploads finished in.
+    uploads.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let mut written = WrittenFiles::default();
-    for (add, rows) in uploads {
+    for (add, rows, captured) in uploads {
         written.rows += rows;
         written.bytes += add.size as u64;
         written.adds.push(add);
+        written.captured.push(captured);
     }
-    // Deterministic order in the commit, whatever order uploads finished in.
-    written.adds.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(written)
 }
 
@@ -177,6 +184,8 @@ struct OpenFile {
     relative: String,
     partition_values: PartitionValues,
     rows: usize,
+    /// Per captured column, the slices written so far.
+    captured: Vec<Vec<ArrayRef>>,
 }
 
 /// Encodes batches into Parquet files, partition by partition, sending each finished file
@@ -228,6 +237,7 @@ fn encode(
                             relative,
                             partition_values: values.clone(),
                             rows: 0,
+                            captured: vec![Vec::new(); options.capture.len()],
                         })
                     }
                 };
@@ -235,6 +245,11 @@ fn encode(
                     .write(&slice)
                     .map_err(Error::parquet(&file.relative))?;
                 file.rows += slice.num_rows();
+                for (name, slices) in options.capture.iter().zip(&mut file.captured) {
+                    if let Some(column) = slice.column_by_name(name) {
+                        slices.push(Arc::clone(column));
+                    }
+                }
                 let size = (file.writer.bytes_written() + file.writer.in_progress_size()) as u64;
                 if size >= options.target_file_size
                     && let Some(full) = open.remove(&key)
@@ -264,7 +279,15 @@ fn finish(
         relative,
         partition_values,
         rows,
+        captured,
     } = file;
+    let captured = captured
+        .into_iter()
+        .map(|slices| {
+            let refs: Vec<&dyn arrow::array::Array> = slices.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::concat(&refs).map_err(Error::arrow("capturing indexed columns"))
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
     let mut writer = writer;
     let metadata = writer.finish().map_err(Error::parquet(&relative))?;
     // `finish` has written the footer; the buffer now holds the whole file.
@@ -283,6 +306,7 @@ fn finish(
         bytes,
         stats,
         rows,
+        captured,
     }));
     Ok(())
 }

@@ -215,7 +215,7 @@ impl MergeBuilder<'_> {
             (Some(filter), false) => snapshot.scan().filter(filter.clone()),
             _ => snapshot.scan(),
         };
-        let files = scan.plan()?;
+        let files = scan.plan().await?;
         metrics.files_skipped = files.total_files - files.files.len();
         match (&plan.key_filter, by_source) {
             (Some(filter), false) => txn.record_read_predicate(filter)?,
@@ -230,11 +230,18 @@ impl MergeBuilder<'_> {
             // candidates whole, once.
             read_candidates(&snapshot, &files.files).await?
         } else {
-            // Merge-on-read: keys first, then just the rows a source key hits.
+            // Merge-on-read: the rows a key index found, or else the keys first and then
+            // just the rows a source key hits.
             let names = plan.key_names();
-            let all = files.files.iter().cloned().map(|a| (a, None)).collect();
-            let keyed = read_selected(&snapshot.scan().select(names.clone()), all).await?;
             let mut wanted = Vec::new();
+            let mut unindexed = Vec::new();
+            for add in &files.files {
+                match files.rows_of(&snapshot, add) {
+                    Some(rows) => wanted.push((add.clone(), Some(rows.clone()))),
+                    None => unindexed.push((add.clone(), None)),
+                }
+            }
+            let keyed = read_selected(&snapshot.scan().select(names.clone()), unindexed).await?;
             for (add, rows) in keyed {
                 let hits = plan.key_hits(&rows.batch, &names)?;
                 if hits.is_empty() {

@@ -1,0 +1,133 @@
+//! Keeping indices up to date: inline segments for the files a commit adds, and the index
+//! objects a vacuum must keep.
+
+use std::collections::HashSet;
+
+use arrow::array::ArrayRef;
+
+use super::IndexMode;
+use super::build::{FileColumn, build_segment, read_column};
+use super::lookup::table_indices;
+use super::meta::{
+    INDEX_FORMAT, IndexDefinition, IndexSegment, REGISTRY_DOMAIN, SEGMENT_DOMAIN_PREFIX,
+    segment_json,
+};
+use crate::error::Result;
+use crate::paths;
+use crate::protocol::{Action, Add};
+use crate::snapshot::Snapshot;
+use crate::txn::Transaction;
+
+/// The inline indices a write maintains.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InlineSegments {
+    indices: Vec<(String, IndexDefinition)>,
+}
+
+impl InlineSegments {
+    /// The inline indices of `snapshot` this build can write (an index of a newer format
+    /// is left alone: its segments will not cover the new files, which scans then read
+    /// with statistics pruning).
+    ///
+    /// Fails with [`crate::Error::InvalidIndexMetadata`] when the registry does not parse.
+    pub(crate) fn of(snapshot: &Snapshot) -> Result<Self> {
+        let indices = table_indices(snapshot)?;
+        if indices.registry.format > INDEX_FORMAT {
+            return Ok(Self::default());
+        }
+        Ok(Self {
+            indices: indices
+                .registry
+                .indices
+                .iter()
+                .filter(|(_, d)| d.mode == IndexMode::Inline && d.format <= INDEX_FORMAT)
+                .map(|(n, d)| (n.clone(), d.clone()))
+                .collect(),
+        })
+    }
+
+    /// The columns a write captures for these indices, in order, without repeats.
+    pub(crate) fn columns(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (_, def) in &self.indices {
+            if !out.contains(&def.column) {
+                out.push(def.column.clone());
+            }
+        }
+        out
+    }
+
+    /// Builds a segment per index over the files written and adds them to the
+    /// transaction, which records that it read the index registry: a concurrent index
+    /// creation or drop then conflicts with it. `captured[i]` holds the columns
+    /// `captured_columns` of `adds[i]`, every row; a column not captured is read back from
+    /// the files.
+    ///
+    /// Fails as building a segment, or reading a column back, does.
+    pub(crate) async fn add_to(
+        &self,
+        txn: &mut Transaction,
+        snapshot: &Snapshot,
+        adds: &[Add],
+        captured_columns: &[String],
+        captured: &[Vec<ArrayRef>],
+    ) -> Result<()> {
+        if adds.is_empty() {
+            return Ok(());
+        }
+        txn.record_read_index_registry(REGISTRY_DOMAIN);
+        for (name, def) in &self.indices {
+            let files: Vec<FileColumn> =
+                match captured_columns.iter().position(|c| *c == def.column) {
+                    Some(slot) => adds
+                        .iter()
+                        .zip(captured)
+                        .filter_map(|(add, arrays)| {
+                            let values = arrays.get(slot)?.clone();
+                            Some(FileColumn {
+                                add: add.clone(),
+                                positions: (0..values.len() as u64).collect(),
+                                values,
+                            })
+                        })
+                        .collect(),
+                    None => read_column(snapshot, &def.column, adds.to_vec()).await?,
+                };
+            if let Some((domain, segment)) = build_segment(snapshot, name, def, files).await? {
+                txn.set_domain_metadata(domain, segment_json(&segment)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index objects (canonical paths) a vacuum keeps: those of the segments live in the
+/// snapshot, and those of segments removed by commits in `removed_recently` (the actions
+/// of the commits within the retention period).
+pub(crate) fn referenced_objects(
+    snapshot: &Snapshot,
+    removed_recently: &[Vec<Action>],
+) -> HashSet<String> {
+    let location = snapshot.location();
+    let mut out = HashSet::new();
+    let mut keep = |configuration: &str| {
+        if let Ok(segment) = serde_json::from_str::<IndexSegment>(configuration) {
+            out.insert(paths::canonical(location, &segment.object));
+        }
+    };
+    for domain in snapshot.domains() {
+        if domain.domain.starts_with(SEGMENT_DOMAIN_PREFIX) {
+            keep(&domain.configuration);
+        }
+    }
+    for actions in removed_recently {
+        for action in actions {
+            if let Action::DomainMetadata(d) = action
+                && d.domain.starts_with(SEGMENT_DOMAIN_PREFIX)
+            {
+                keep(&d.configuration);
+            }
+        }
+    }
+    out
+}
