@@ -654,7 +654,7 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
                 }
                 // Planning alone, then the whole query (which plans again) as the total.
                 let started = Instant::now();
-                let plan = scan.plan()?;
+                let plan = scan.plan().await?;
                 plans.push(started.elapsed());
                 read_files = plan.files.len();
                 let (rows, s) = sample(&measured.counter, async {
