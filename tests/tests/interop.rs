@@ -431,3 +431,48 @@ async fn int96_timestamps_read_exactly_from_year_1_to_9999_in_scans_and_rewrites
     assert!(stats.contains("0001-01-01T00:00:00"), "{stats}");
     assert!(stats.contains("9999-12-31T23:59:59.999"), "{stats}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexed_tables_read_the_same_through_deltalake() {
+    use tarn::IndexKind;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("indexed");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 100)]).await.unwrap();
+    table.create_index("id").execute().await.unwrap();
+    table
+        .create_index("customer")
+        .kind(IndexKind::Bitmap)
+        .execute()
+        .await
+        .unwrap();
+    table
+        .create_index("customer")
+        .name("customer_text")
+        .kind(IndexKind::FullText)
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(100, 160)]).await.unwrap();
+    table
+        .delete(col("customer").eq(lit("customer-2")))
+        .execute()
+        .await
+        .unwrap();
+    table.optimize_indices().await.unwrap();
+    assert!(
+        table
+            .snapshot()
+            .protocol()
+            .has_writer_feature("domainMetadata")
+    );
+    assert_same_through_deltalake(&table, &dir, "indexed").await;
+    let _ = table.drop_index("customer_text").await.unwrap();
+    assert_same_through_deltalake(&table, &dir, "indexed, one dropped").await;
+}

@@ -546,3 +546,73 @@ async fn spark_describes_the_history_of_every_kind_of_tarn_commit() {
         serde_json::json!(r#"["owner","delta.checkpointInterval"]"#)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_reads_and_writes_indexed_tables() {
+    use tarn::{IndexKind, IndexMode};
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("indexed");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 120)]).await.unwrap();
+    table.create_index("customer").execute().await.unwrap();
+    table
+        .create_index("id")
+        .kind(IndexKind::Bitmap)
+        .mode(IndexMode::Deferred)
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(120, 200)]).await.unwrap();
+    table
+        .delete(col("customer").eq(lit("customer-4")))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    table.optimize_indices().await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "indexed").await;
+
+    // Spark appends and deletes: its files are not indexed, and Tarn still answers
+    // exactly, through the index where it covers and statistics elsewhere.
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "INSERT INTO {t} SELECT id, 'customer-9', 'NL', 1.0, current_timestamp(), \
+             current_date() FROM range(1000, 1010)",
+            "DELETE FROM {t} WHERE id = 5",
+        ],
+    );
+    table.refresh().await.unwrap();
+    for key in ["customer-9", "customer-1"] {
+        let predicate = col("customer").eq(lit(key));
+        let with = table.scan().filter(predicate.clone()).collect().await.unwrap();
+        let without = table
+            .scan()
+            .filter(predicate)
+            .use_indices(false)
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(canonical_rows(&with), canonical_rows(&without), "{key}");
+    }
+    assert!(table.snapshot().domain_metadata("tarn.indices").is_some());
+    let info = table.indices().unwrap();
+    assert!(info.iter().all(|i| i.files_covered < i.files_total));
+    table.optimize_indices().await.unwrap();
+    assert!(
+        table
+            .indices()
+            .unwrap()
+            .iter()
+            .all(|i| i.files_covered == i.files_total)
+    );
+    let _ = table.drop_index("id_idx").await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "indexed, after Spark").await;
+}
