@@ -6,6 +6,7 @@
 
 pub mod concurrency;
 pub mod r#gen;
+pub mod index;
 pub mod plot;
 pub mod queries;
 pub mod report;
@@ -168,6 +169,29 @@ pub fn golden_root() -> PathBuf {
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/delta-golden")
         })
+}
+
+/// The process's peak memory (resident set), to report beside times.
+pub mod memory {
+    /// Resets the peak to the current resident set (Linux: `/proc/self/clear_refs`);
+    /// elsewhere it does nothing and peaks are since the process started.
+    pub fn reset_peak() {
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+
+    /// The peak resident set since the last reset, in bytes (0 where unknown).
+    pub fn peak_rss() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+            .map_or(0, |kb| kb * 1024)
+    }
 }
 
 /// Errors a workload reports: Tarn's, the store's, I/O.

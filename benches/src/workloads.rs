@@ -34,7 +34,7 @@ use crate::report::{Record, Reporter, progress};
 use crate::{Bench, BenchError, Sample, Summary, r#gen, sample};
 
 /// Every workload, in the order `all` runs them.
-pub const ALL: [&str; 5] = ["load", "merge", "mutations", "files", "reads"];
+pub const ALL: [&str; 6] = ["load", "merge", "mutations", "files", "reads", "index"];
 
 /// Runs the workload called `name`.
 ///
@@ -46,6 +46,7 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
         "mutations" => mutations(bench, reporter).await,
         "files" => files(bench, reporter).await,
         "reads" => reads(bench, reporter).await,
+        "index" => crate::index::index(bench, reporter).await,
         other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
     }
 }

@@ -592,7 +592,12 @@ async fn spark_reads_and_writes_indexed_tables() {
     table.refresh().await.unwrap();
     for key in ["customer-9", "customer-1"] {
         let predicate = col("customer").eq(lit(key));
-        let with = table.scan().filter(predicate.clone()).collect().await.unwrap();
+        let with = table
+            .scan()
+            .filter(predicate.clone())
+            .collect()
+            .await
+            .unwrap();
         let without = table
             .scan()
             .filter(predicate)

@@ -58,6 +58,9 @@ enum Command {
     Files,
     /// Cold against warm reads at several table sizes.
     Reads,
+    /// BTree, Bitmap and full-text indices: builds, lookups with and without them, the
+    /// GDPR delete, appends with inline maintenance.
+    Index,
     /// Cold open and full scan of the Spark-written golden tables.
     Golden {
         /// Only these tables (default: every table with expected rows).
@@ -89,6 +92,7 @@ async fn main() -> Result<(), BenchError> {
         Command::Mutations => vec!["mutations"],
         Command::Files => vec!["files"],
         Command::Reads => vec!["reads"],
+        Command::Index => vec!["index"],
         Command::Golden { tables } => {
             golden(&bench, &tables, &mut reporter).await?;
             vec![]

@@ -27,13 +27,42 @@ use crate::format::{self, IndexKind, ObjectInfo, ObjectWriter, Opened};
 use crate::query::select_sorted;
 use crate::{Error, Result, ScalarQuery, is_scalar_type};
 
+/// A fast, non-cryptographic hash for the builder's value maps (values are not chosen
+/// by an adversary; SipHash would dominate the build).
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FastMap<K> = HashMap<K, usize, std::hash::BuildHasherDefault<FxHasher>>;
+
 /// Builds a Bitmap index from arrays of values and their row addresses.
 #[derive(Debug)]
 pub struct BitmapBuilder {
     data_type: DataType,
     converter: RowConverter,
     /// Distinct values by their row-format bytes, to their slot.
-    slots: HashMap<Box<[u8]>, usize>,
+    slots: FastMap<Box<[u8]>>,
+    /// Distinct integer-like values (integers, dates, timestamps) by value, to their slot.
+    int_slots: FastMap<i64>,
+    /// Distinct strings, to their slot.
+    str_slots: FastMap<Box<str>>,
     /// One single-value array per slot.
     values: Vec<ArrayRef>,
     bitmaps: Vec<RoaringTreemap>,
@@ -57,7 +86,9 @@ impl BitmapBuilder {
         Ok(Self {
             data_type: data_type.clone(),
             converter,
-            slots: HashMap::new(),
+            slots: FastMap::default(),
+            int_slots: FastMap::default(),
+            str_slots: FastMap::default(),
             values: Vec::new(),
             bitmaps: Vec::new(),
             nulls: RoaringTreemap::new(),
@@ -80,34 +111,71 @@ impl BitmapBuilder {
                 ),
             });
         }
-        let rows = self
-            .converter
-            .convert_columns(&[Arc::clone(&values)])
-            .map_err(Error::arrow("hashing bitmap values"))?;
-        for (i, address) in addresses.iter().enumerate() {
-            if values.is_null(i) {
-                self.nulls.insert(*address);
-                continue;
-            }
-            let key = rows.row(i);
-            let slot = match self.slots.get(key.as_ref()) {
-                Some(slot) => *slot,
-                None => {
-                    let slot = self.values.len();
-                    self.slots.insert(key.as_ref().into(), slot);
-                    self.values.push(values.slice(i, 1));
-                    self.bitmaps.push(RoaringTreemap::new());
-                    slot
+        // Integers, dates and timestamps are keyed by their value and strings by their
+        // text, without converting each row; other types by their row-format bytes.
+        if let Some(ints) = as_i64s(&values) {
+            for (i, address) in addresses.iter().enumerate() {
+                if values.is_null(i) {
+                    self.nulls.insert(*address);
+                    continue;
                 }
-            };
-            let bitmap = &mut self.bitmaps[slot];
-            // Addresses usually arrive in order: appending is cheap, inserting is not.
-            if bitmap.try_push(*address).is_err() {
-                bitmap.insert(*address);
+                let slot = match self.int_slots.get(&ints[i]) {
+                    Some(slot) => *slot,
+                    None => {
+                        let slot = self.new_slot(&values, i);
+                        self.int_slots.insert(ints[i], slot);
+                        slot
+                    }
+                };
+                push(&mut self.bitmaps[slot], *address);
+            }
+        } else if let Some(strings) = values.as_string_opt::<i32>() {
+            for (i, address) in addresses.iter().enumerate() {
+                if values.is_null(i) {
+                    self.nulls.insert(*address);
+                    continue;
+                }
+                let text = strings.value(i);
+                let slot = match self.str_slots.get(text) {
+                    Some(slot) => *slot,
+                    None => {
+                        let slot = self.new_slot(&values, i);
+                        self.str_slots.insert(text.into(), slot);
+                        slot
+                    }
+                };
+                push(&mut self.bitmaps[slot], *address);
+            }
+        } else {
+            let rows = self
+                .converter
+                .convert_columns(&[Arc::clone(&values)])
+                .map_err(Error::arrow("hashing bitmap values"))?;
+            for (i, address) in addresses.iter().enumerate() {
+                if values.is_null(i) {
+                    self.nulls.insert(*address);
+                    continue;
+                }
+                let key = rows.row(i);
+                let slot = match self.slots.get(key.as_ref()) {
+                    Some(slot) => *slot,
+                    None => {
+                        let slot = self.new_slot(&values, i);
+                        self.slots.insert(key.as_ref().into(), slot);
+                        slot
+                    }
+                };
+                push(&mut self.bitmaps[slot], *address);
             }
         }
         self.rows += addresses.len() as u64;
         Ok(())
+    }
+
+    fn new_slot(&mut self, values: &ArrayRef, i: usize) -> usize {
+        self.values.push(values.slice(i, 1));
+        self.bitmaps.push(RoaringTreemap::new());
+        self.values.len() - 1
     }
 
     /// Distinct non-null values so far.
@@ -184,6 +252,88 @@ impl BitmapBuilder {
             })??;
         format::put(store, path, bytes).await?;
         Ok(info)
+    }
+}
+
+/// Adds an address; addresses usually arrive in order, and appending is cheap where
+/// inserting is not.
+fn push(bitmap: &mut RoaringTreemap, address: u64) {
+    if bitmap.try_push(address).is_err() {
+        bitmap.insert(address);
+    }
+}
+
+/// The values of an integer-like array as `i64`s (nulls as 0), when its type is one.
+fn as_i64s(values: &ArrayRef) -> Option<std::borrow::Cow<'_, [i64]>> {
+    use arrow::datatypes::{
+        Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+    };
+    let widen = |v: Vec<i64>| Some(std::borrow::Cow::Owned(v));
+    match values.data_type() {
+        DataType::Int64 => Some(std::borrow::Cow::Borrowed(
+            values.as_primitive::<Int64Type>().values(),
+        )),
+        DataType::Int32 => widen(
+            values
+                .as_primitive::<Int32Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::Int16 => widen(
+            values
+                .as_primitive::<Int16Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::Int8 => widen(
+            values
+                .as_primitive::<Int8Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::UInt32 => widen(
+            values
+                .as_primitive::<UInt32Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::UInt16 => widen(
+            values
+                .as_primitive::<UInt16Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::UInt8 => widen(
+            values
+                .as_primitive::<UInt8Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::Date32 => widen(
+            values
+                .as_primitive::<arrow::datatypes::Date32Type>()
+                .values()
+                .iter()
+                .map(|v| i64::from(*v))
+                .collect(),
+        ),
+        DataType::Date64 | DataType::Timestamp(..) => {
+            let cast = arrow::compute::cast(values, &DataType::Int64).ok()?;
+            widen(cast.as_primitive::<Int64Type>().values().to_vec())
+        }
+        _ => None,
     }
 }
 

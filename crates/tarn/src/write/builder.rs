@@ -142,7 +142,8 @@ impl WriteBuilder<'_> {
     }
 
     /// Parquet writer settings for the data files (compression, row-group size,
-    /// encodings). Default: Snappy, Parquet's defaults otherwise.
+    /// encodings). Default: Snappy, data pages of at most 16,384 rows, Parquet's defaults
+    /// otherwise.
     pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
         self.writer_properties = Some(properties);
         self

@@ -41,6 +41,8 @@ fn slice_rows(file: Option<&OpenFile>, target: u64) -> usize {
     let room = (target as f64 - size).max(0.0);
     ((room / per_row).ceil() as usize).clamp(1, SLICE_ROWS)
 }
+/// Rows per data page, at most.
+const DATA_PAGE_ROWS: usize = 16 * 1024;
 /// Files uploaded at once.
 const UPLOAD_CONCURRENCY: usize = 8;
 /// Above this size a file is uploaded in parts.
@@ -209,6 +211,10 @@ fn encode(
     let props = options.writer_properties.clone().unwrap_or_else(|| {
         WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
+            // Pages of at most this many rows: a read of a few rows (through an index,
+            // a deletion vector's complement, a merge's hits) fetches a few pages of a
+            // file through the offset index, not whole column chunks.
+            .set_data_page_row_count_limit(DATA_PAGE_ROWS)
             .build()
     });
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
