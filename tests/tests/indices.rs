@@ -209,8 +209,17 @@ async fn indices_answer_scans_exactly(location: StoreLocation) {
     assert_exact(&table, col("customer").eq(lit("c0100"))).await;
     assert_exact(&table, text_match("note", "c0001")).await;
 
-    // Optimize rewrites files and indexes them; optimize_indices merges the segments.
+    // Optimize rewrites files and indexes them, retiring the segments of the files it
+    // removed; appends add a segment each and optimize_indices merges them.
     table.optimize().execute().await.unwrap();
+    for info in table.indices().unwrap() {
+        assert_eq!(info.segments, 1, "{}", info.name);
+    }
+    table.append([batch(5000, 5100)]).await.unwrap();
+    table.append([batch(5100, 5200)]).await.unwrap();
+    for info in table.indices().unwrap() {
+        assert_eq!(info.segments, 3, "{}", info.name);
+    }
     let merged = table.optimize_indices().await.unwrap();
     assert!(merged.segments_removed > 0, "{merged:?}");
     for info in table.indices().unwrap() {

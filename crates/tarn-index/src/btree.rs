@@ -19,8 +19,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow::compute::{SortColumn, SortOptions, concat, lexsort_to_indices, take};
+use arrow::compute::{SortOptions, concat, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt32Type, UInt64Type};
+use arrow::row::{RowConverter, SortField};
 use bytes::Bytes;
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -124,24 +125,8 @@ impl BTreeBuilder {
         } else {
             concat(&refs).map_err(Error::arrow("gathering BTree values"))?
         };
+        let order = sort_order(&values, &self.addresses)?;
         let addresses: ArrayRef = Arc::new(UInt64Array::from(self.addresses));
-        let order = lexsort_to_indices(
-            &[
-                SortColumn {
-                    values: Arc::clone(&values),
-                    options: Some(SortOptions {
-                        descending: false,
-                        nulls_first: false,
-                    }),
-                },
-                SortColumn {
-                    values: Arc::clone(&addresses),
-                    options: None,
-                },
-            ],
-            None,
-        )
-        .map_err(Error::arrow("sorting BTree values"))?;
         let values = take(values.as_ref(), &order, None).map_err(Error::arrow("sorting"))?;
         let addresses = take(addresses.as_ref(), &order, None).map_err(Error::arrow("sorting"))?;
         let page_schema = page_schema(&self.data_type);
@@ -217,6 +202,43 @@ impl BTreeBuilder {
         format::put(store, path, bytes).await?;
         Ok(info)
     }
+}
+
+/// The order of `(value, address)` pairs, nulls last: integer-like values and strings are
+/// sorted as native keys, other types through Arrow's row format.
+fn sort_order(values: &ArrayRef, addresses: &[u64]) -> Result<UInt32Array> {
+    let n = values.len();
+    let valid = |i: usize| values.is_valid(i);
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    if let Some(ints) = crate::values::as_i64s(values) {
+        order.sort_unstable_by(|a, b| {
+            let (a, b) = (*a as usize, *b as usize);
+            (!valid(a), ints[a], addresses[a]).cmp(&(!valid(b), ints[b], addresses[b]))
+        });
+    } else if let Some(strings) = values.as_string_opt::<i32>() {
+        order.sort_unstable_by(|a, b| {
+            let (a, b) = (*a as usize, *b as usize);
+            let key = |i: usize| (!valid(i), valid(i).then(|| strings.value(i)), addresses[i]);
+            key(a).cmp(&key(b))
+        });
+    } else {
+        let converter = RowConverter::new(vec![SortField::new_with_options(
+            values.data_type().clone(),
+            SortOptions {
+                descending: false,
+                nulls_first: false,
+            },
+        )])
+        .map_err(Error::arrow("sorting BTree values"))?;
+        let rows = converter
+            .convert_columns(&[Arc::clone(values)])
+            .map_err(Error::arrow("sorting BTree values"))?;
+        order.sort_unstable_by(|a, b| {
+            let (a, b) = (*a as usize, *b as usize);
+            (rows.row(a), addresses[a]).cmp(&(rows.row(b), addresses[b]))
+        });
+    }
+    Ok(UInt32Array::from(order))
 }
 
 fn page_schema(data_type: &DataType) -> SchemaRef {

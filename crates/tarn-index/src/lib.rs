@@ -28,6 +28,7 @@ pub mod format;
 #[cfg(feature = "fts")]
 pub mod fts;
 mod query;
+mod values;
 
 pub use bitmap::{BitmapBuilder, BitmapIndex};
 pub use btree::{BTreeBuilder, BTreeIndex, BTreeOptions};

@@ -97,3 +97,51 @@ struct ReadmeDoctests;
 pub async fn open(url: &str) -> Result<Table> {
     Table::open(url).await
 }
+
+#[cfg(test)]
+mod send_tests {
+    //! Every future of the public API can be spawned on a multi-threaded runtime: nothing
+    //! it holds across an await is `Send` only for some lifetimes.
+    use crate::expr::{col, lit};
+
+    fn spawnable<F: std::future::Future + Send + 'static>(_: F) {}
+
+    #[allow(dead_code)]
+    fn futures_are_send(table: crate::Table, txn: crate::Transaction, add: crate::protocol::Add) {
+        let t = table.clone();
+        spawnable(async move { t.clone().commit(txn.clone()).await });
+        let mut t = table.clone();
+        spawnable(async move { t.refresh().await });
+        let mut t = table.clone();
+        spawnable(async move { t.append(Vec::new()).await });
+        let mut t = table.clone();
+        spawnable(async move { t.delete(col("a").eq(lit(1))).execute().await });
+        let mut t = table.clone();
+        spawnable(async move { t.update().set("a", lit(1)).execute().await });
+        let mut t = table.clone();
+        spawnable(async move { t.merge(Vec::new()).on(["a"]).execute().await });
+        let mut t = table.clone();
+        spawnable(async move { t.optimize().execute().await });
+        let t = table.clone();
+        spawnable(async move { t.vacuum().execute().await });
+        let t = table.clone();
+        spawnable(async move { t.scan().collect().await });
+        let t = table.clone();
+        spawnable(async move { t.scan().plan().await });
+        let mut t = table.clone();
+        spawnable(async move { t.create_index("a").execute().await });
+        let mut t = table.clone();
+        spawnable(async move { t.optimize_indices().await });
+        let mut t = table.clone();
+        spawnable(async move { t.drop_index("a").await });
+        let t = table.clone();
+        spawnable(async move { t.checkpoint().await });
+        let s = table.snapshot().clone();
+        spawnable(async move { s.read_file(&add).await });
+        let location = table.location().clone();
+        spawnable(async move { crate::Snapshot::builder(location).build().await });
+        let mut txn = table.transaction();
+        spawnable(async move { txn.write_files(Vec::new()).await });
+        spawnable(async move { crate::Table::create("memory://x").execute().await });
+    }
+}

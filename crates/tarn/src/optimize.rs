@@ -251,6 +251,7 @@ impl OptimizeBuilder<'_> {
                     writer_properties: None,
                     modification_time: now,
                     capture: capture.clone(),
+                    file_per_batch: false,
                 },
             )
             .await?;

@@ -535,6 +535,20 @@ impl Snapshot {
         &self.caches
     }
 
+    /// Whether a data file at this canonical path (as [`FileKey`] holds it) is live, with
+    /// whatever deletion vector.
+    pub(crate) fn has_file(&self, canonical: &str) -> bool {
+        let from = FileKey {
+            path: canonical.to_string(),
+            dv: None,
+        };
+        self.state
+            .files
+            .range(from..)
+            .next()
+            .is_some_and(|(k, _)| k.path == canonical)
+    }
+
     /// The live data files.
     pub fn files(&self) -> impl ExactSizeIterator<Item = &Add> {
         self.state.files.values()

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 pub use delete::DeleteBuilder;
@@ -108,9 +108,12 @@ pub(crate) async fn read_candidates(
     files: &[Add],
 ) -> Result<Vec<(Add, FileRows)>> {
     futures::stream::iter(files.iter().cloned())
-        .map(|add| async move {
-            let rows = read_file_rows(snapshot, &add).await?;
-            Ok::<_, Error>((add, rows))
+        .map(|add| {
+            async move {
+                let rows = read_file_rows(snapshot, &add).await?;
+                Ok::<_, Error>((add, rows))
+            }
+            .boxed()
         })
         .buffered(READ_CONCURRENCY)
         .try_collect()
@@ -124,9 +127,12 @@ pub(crate) async fn read_selected(
     files: Vec<(Add, Option<RoaringTreemap>)>,
 ) -> Result<Vec<(Add, FileRows)>> {
     futures::stream::iter(files)
-        .map(|(add, only)| async move {
-            let rows = read_file_rows_of(scan, &add, only.as_ref()).await?;
-            Ok::<_, Error>((add, rows))
+        .map(|(add, only)| {
+            async move {
+                let rows = read_file_rows_of(scan, &add, only.as_ref()).await?;
+                Ok::<_, Error>((add, rows))
+            }
+            .boxed()
         })
         .buffered(READ_CONCURRENCY)
         .try_collect()
@@ -288,6 +294,7 @@ pub(crate) async fn apply_changes(
             writer_properties: None,
             modification_time: now_ms,
             capture: capture.clone(),
+            file_per_batch: false,
         },
     )
     .await?;

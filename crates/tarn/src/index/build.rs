@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::DataType as ArrowType;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutPayload};
 use tarn_index::fts::FullTextBuilder;
 use tarn_index::{BTreeBuilder, BTreeOptions, BitmapBuilder, row_address};
@@ -167,13 +167,16 @@ pub(crate) async fn read_column(
     let scan = snapshot.scan().select([column.to_string()]);
     let scan = &scan;
     futures::stream::iter(files)
-        .map(|add| async move {
-            let rows = read_file_rows_of(scan, &add, None).await?;
-            Ok::<_, Error>(FileColumn {
-                add,
-                values: Arc::clone(rows.batch.column(0)),
-                positions: rows.positions,
-            })
+        .map(|add| {
+            async move {
+                let rows = read_file_rows_of(scan, &add, None).await?;
+                Ok::<_, Error>(FileColumn {
+                    add,
+                    values: Arc::clone(rows.batch.column(0)),
+                    positions: rows.positions,
+                })
+            }
+            .boxed()
         })
         .buffered(READ_CONCURRENCY)
         .try_collect()

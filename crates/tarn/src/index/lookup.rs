@@ -13,7 +13,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef};
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use tarn_index::fts::TextQuery;
 use tarn_index::{RoaringTreemap, ScalarQuery, rows_by_file};
 
@@ -91,31 +91,7 @@ fn servable(expr: &Expr, snapshot: &Snapshot) -> Result<Option<(String, Servable
         Expr::Column(c) if c.path().len() == 1 => Some(c.root().to_string()),
         _ => None,
     };
-    let values = |column: &str, scalars: &[&Scalar]| -> Result<ArrayRef> {
-        let ty = snapshot
-            .arrow_schema()
-            .field_with_name(column)
-            .map(|f| f.data_type().clone())
-            .map_err(|_| Error::UnknownColumn {
-                column: column.to_string(),
-                available: snapshot.schema().field_names(),
-            })?;
-        let arrays = scalars
-            .iter()
-            .map(|v| {
-                v.to_array(&ty, 1).map_err(|e| Error::TypeMismatch {
-                    column: column.to_string(),
-                    expected: ty.to_string(),
-                    found: e.to_string(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        if arrays.is_empty() {
-            return Ok(arrow::array::new_empty_array(&ty));
-        }
-        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-        arrow::compute::concat(&refs).map_err(Error::arrow("preparing an index query"))
-    };
+    let values = |column: &str, scalars: &[&Scalar]| scalar_array(snapshot, column, scalars);
     Ok(match expr {
         Expr::Cmp { op, left, right } => {
             let (Some(column), Expr::Literal(v)) = (top(left), right.as_ref()) else {
@@ -173,6 +149,151 @@ fn servable(expr: &Expr, snapshot: &Snapshot) -> Result<Option<(String, Servable
     })
 }
 
+/// A part of a predicate an index may answer: a conjunct as it is, or the comparisons of
+/// one column with literals folded into one range (so `a >= x AND a < y` reads the pages
+/// of `[x, y)`, not those of `a >= x` and then those of `a < y`).
+enum Part<'a> {
+    Expr(&'a Expr),
+    Range {
+        column: String,
+        lower: Option<(Scalar, bool)>,
+        upper: Option<(Scalar, bool)>,
+        text: Vec<String>,
+    },
+}
+
+impl Part<'_> {
+    fn text(&self) -> String {
+        match self {
+            Part::Expr(e) => e.to_string(),
+            Part::Range { text, .. } => text.join(" AND "),
+        }
+    }
+}
+
+/// Folds range comparisons of a top-level column with non-null literals into one range
+/// per column, keeping the tightest bound on each side.
+fn merge_ranges(parts: Vec<&Expr>) -> Vec<Part<'_>> {
+    let mut out: Vec<Part<'_>> = Vec::new();
+    for part in parts {
+        let range = match part {
+            Expr::Cmp { op, left, right } => match (left.as_ref(), right.as_ref()) {
+                (Expr::Column(c), Expr::Literal(v)) if c.path().len() == 1 && !v.is_null() => {
+                    match op {
+                        CmpOp::Gt => Some((c.root().to_string(), Some((v.clone(), false)), None)),
+                        CmpOp::GtEq => Some((c.root().to_string(), Some((v.clone(), true)), None)),
+                        CmpOp::Lt => Some((c.root().to_string(), None, Some((v.clone(), false)))),
+                        CmpOp::LtEq => Some((c.root().to_string(), None, Some((v.clone(), true)))),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some((column, lo, hi)) = range else {
+            out.push(Part::Expr(part));
+            continue;
+        };
+        let existing = out.iter_mut().find_map(|p| match p {
+            Part::Range {
+                column: c,
+                lower,
+                upper,
+                text,
+            } if *c == column => Some((lower, upper, text)),
+            _ => None,
+        });
+        match existing {
+            Some((lower, upper, text)) => {
+                text.push(part.to_string());
+                if let Some(lo) = lo {
+                    *lower = Some(tighter(lower.take(), lo, std::cmp::Ordering::Greater));
+                }
+                if let Some(hi) = hi {
+                    *upper = Some(tighter(upper.take(), hi, std::cmp::Ordering::Less));
+                }
+            }
+            None => out.push(Part::Range {
+                column,
+                lower: lo,
+                upper: hi,
+                text: vec![part.to_string()],
+            }),
+        }
+    }
+    out
+}
+
+/// The tighter of two bounds: the one further in `direction`, the exclusive one on a tie.
+fn tighter(
+    old: Option<(Scalar, bool)>,
+    new: (Scalar, bool),
+    direction: std::cmp::Ordering,
+) -> (Scalar, bool) {
+    let Some(old) = old else {
+        return new;
+    };
+    match new.0.compare(&old.0) {
+        Some(o) if o == direction => new,
+        Some(std::cmp::Ordering::Equal) => (new.0, new.1 && old.1),
+        _ => old,
+    }
+}
+
+/// The range query of folded bounds.
+fn range_query(
+    snapshot: &Snapshot,
+    column: &str,
+    lower: &Option<(Scalar, bool)>,
+    upper: &Option<(Scalar, bool)>,
+) -> Result<Servable> {
+    let bound = |b: &Option<(Scalar, bool)>| -> Result<Bound<ArrayRef>> {
+        Ok(match b {
+            None => Bound::Unbounded,
+            Some((v, inclusive)) => {
+                let one = scalar_array(snapshot, column, &[v])?;
+                if *inclusive {
+                    Bound::Included(one)
+                } else {
+                    Bound::Excluded(one)
+                }
+            }
+        })
+    };
+    Ok(Servable::Scalar(ScalarQuery::Range {
+        lower: bound(lower)?,
+        upper: bound(upper)?,
+    }))
+}
+
+/// Literals as an array of a column's type.
+fn scalar_array(snapshot: &Snapshot, column: &str, scalars: &[&Scalar]) -> Result<ArrayRef> {
+    let ty = snapshot
+        .arrow_schema()
+        .field_with_name(column)
+        .map(|f| f.data_type().clone())
+        .map_err(|_| Error::UnknownColumn {
+            column: column.to_string(),
+            available: snapshot.schema().field_names(),
+        })?;
+    let arrays = scalars
+        .iter()
+        .map(|v| {
+            v.to_array(&ty, 1).map_err(|e| Error::TypeMismatch {
+                column: column.to_string(),
+                expected: ty.to_string(),
+                found: e.to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if arrays.is_empty() {
+        return Ok(arrow::array::new_empty_array(&ty));
+    }
+    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+    arrow::compute::concat(&refs).map_err(Error::arrow("preparing an index query"))
+}
+
 /// The rows the table's indices allow for the bound predicate in the candidate files
 /// (live files, by canonical path), or nothing when no index covers any part of it.
 ///
@@ -188,16 +309,24 @@ pub(crate) async fn select_rows(
     if indices.registry.indices.is_empty() {
         return Ok(None);
     }
-    let mut parts = Vec::new();
-    conjuncts(predicate, &mut parts);
+    let mut conjunct_list = Vec::new();
+    conjuncts(predicate, &mut conjunct_list);
     let candidate_set: HashSet<&str> = candidates.iter().map(String::as_str).collect();
     let mut selection = IndexSelection {
         exact: true,
         ..IndexSelection::default()
     };
     let mut any = false;
-    for part in parts {
-        let served = servable(part, snapshot)?;
+    for part in merge_ranges(conjunct_list) {
+        let served = match &part {
+            Part::Expr(e) => servable(e, snapshot)?,
+            Part::Range {
+                column,
+                lower,
+                upper,
+                ..
+            } => Some((column.clone(), range_query(snapshot, column, lower, upper)?)),
+        };
         let index = served.as_ref().and_then(|(column, s)| {
             indices
                 .on_column(column, s.kinds())
@@ -228,7 +357,7 @@ pub(crate) async fn select_rows(
         selection.uses.push(IndexUse {
             index: name,
             kind: def.kind,
-            predicate: part.to_string(),
+            predicate: part.text(),
             segments,
             files_covered: covered.len(),
             files_hit,
@@ -271,17 +400,20 @@ async fn query_index(
     }
     let segments = work.len();
     let answers: Vec<(Vec<String>, Vec<bool>, RoaringTreemap)> = futures::stream::iter(work)
-        .map(|(object, files, live)| async move {
-            let opened = OpenedIndex::open(snapshot, name, def.kind, &object).await?;
-            let found = match servable {
-                Servable::Scalar(q) => opened.query(q).await,
-                Servable::Text(q) => opened.search(q).await,
+        .map(|(object, files, live)| {
+            async move {
+                let opened = OpenedIndex::open(snapshot, name, def.kind, &object).await?;
+                let found = match servable {
+                    Servable::Scalar(q) => opened.query(q).await,
+                    Servable::Text(q) => opened.search(q).await,
+                }
+                .map_err(|source| Error::Index {
+                    index: name.to_string(),
+                    source: Box::new(source),
+                })?;
+                Ok::<_, Error>((files, live, found))
             }
-            .map_err(|source| Error::Index {
-                index: name.to_string(),
-                source: Box::new(source),
-            })?;
-            Ok::<_, Error>((files, live, found))
+            .boxed()
         })
         .buffer_unordered(SEGMENT_CONCURRENCY)
         .try_collect()

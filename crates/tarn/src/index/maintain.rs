@@ -10,7 +10,7 @@ use super::build::{FileColumn, build_segment, read_column};
 use super::lookup::table_indices;
 use super::meta::{
     INDEX_FORMAT, IndexDefinition, IndexSegment, REGISTRY_DOMAIN, SEGMENT_DOMAIN_PREFIX,
-    segment_json,
+    canonical_files, segment_json,
 };
 use crate::error::Result;
 use crate::paths;
@@ -72,6 +72,7 @@ impl InlineSegments {
         captured_columns: &[String],
         captured: &[Vec<ArrayRef>],
     ) -> Result<()> {
+        retire(txn, snapshot)?;
         if adds.is_empty() {
             return Ok(());
         }
@@ -99,6 +100,46 @@ impl InlineSegments {
         }
         Ok(())
     }
+}
+
+/// Tombstones, in `txn`, the segments every file of which the transaction removes (without
+/// adding it back) or which are already gone: a copy-on-write rewrite retires the segments
+/// of the files it replaces in the same commit, so segment records stay in step with the
+/// live files however often files are rewritten.
+fn retire(txn: &mut Transaction, snapshot: &Snapshot) -> Result<()> {
+    let location = snapshot.location();
+    let (mut removed, mut added) = (HashSet::new(), HashSet::new());
+    for action in txn.actions() {
+        match action {
+            Action::Remove(r) => {
+                removed.insert(paths::canonical(location, &r.path));
+            }
+            Action::Add(a) => {
+                added.insert(paths::canonical(location, &a.path));
+            }
+            _ => {}
+        }
+    }
+    let gone: HashSet<String> = removed.difference(&added).cloned().collect();
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let indices = table_indices(snapshot)?;
+    for segments in indices.segments.values() {
+        for (domain, segment) in segments {
+            let files = canonical_files(snapshot, segment);
+            if !files.iter().any(|f| gone.contains(f)) {
+                continue;
+            }
+            if files
+                .iter()
+                .all(|f| gone.contains(f) || !snapshot.has_file(f))
+            {
+                txn.remove_domain_metadata(domain.clone(), segment_json(segment)?);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The index objects (canonical paths) a vacuum keeps: those of the segments live in the

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
@@ -36,15 +36,18 @@ pub(crate) async fn read_checkpoint(
     checkpoint: &CheckpointFiles,
 ) -> Result<Vec<Action>> {
     let json = matches!(checkpoint.kind, CheckpointKind::V2 { json: true });
-    let parts: Vec<Vec<Action>> = futures::stream::iter(&checkpoint.files)
-        .map(|meta| async move {
-            let bytes = get_bytes(store, &meta.location).await?;
-            if json {
-                parse_commit(checkpoint.version, &bytes)
-                    .map_err(|e| invalid(&meta.location, e.to_string()))
-            } else {
-                parse_checkpoint_parquet(bytes, &meta.location)
+    let parts: Vec<Vec<Action>> = futures::stream::iter(checkpoint.files.iter().cloned())
+        .map(|meta| {
+            async move {
+                let bytes = get_bytes(store, &meta.location).await?;
+                if json {
+                    parse_commit(checkpoint.version, &bytes)
+                        .map_err(|e| invalid(&meta.location, e.to_string()))
+                } else {
+                    parse_checkpoint_parquet(bytes, &meta.location)
+                }
             }
+            .boxed()
         })
         .buffered(LOG_READ_CONCURRENCY)
         .try_collect()
@@ -62,11 +65,14 @@ pub(crate) async fn read_checkpoint(
         let sidecar_dir = log_dir(root).join(SIDECARS_DIR);
         let loaded: Vec<Vec<Action>> = futures::stream::iter(sidecars)
             .map(|s| {
-                let path = sidecar_dir.clone().join(s.path.as_str());
-                async move {
-                    let bytes = get_bytes(store, &path).await?;
-                    parse_checkpoint_parquet(bytes, &path)
+                {
+                    let path = sidecar_dir.clone().join(s.path.as_str());
+                    async move {
+                        let bytes = get_bytes(store, &path).await?;
+                        parse_checkpoint_parquet(bytes, &path)
+                    }
                 }
+                .boxed()
             })
             .buffered(LOG_READ_CONCURRENCY)
             .try_collect()

@@ -8,7 +8,7 @@ mod robustness;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::Deserialize;
@@ -259,8 +259,10 @@ pub(crate) async fn read_commits(
     store: &dyn ObjectStore,
     commits: &[CommitFile],
 ) -> Result<Vec<Vec<Action>>> {
-    futures::stream::iter(commits)
-        .map(|c| read_commit(store, c))
+    futures::stream::iter(commits.iter().cloned())
+        // Owned items and boxed futures: a future borrowing from the closure's argument is
+        // not provably `Send` for every lifetime, and callers could not spawn theirs.
+        .map(|c| async move { read_commit(store, &c).await }.boxed())
         .buffered(LOG_READ_CONCURRENCY)
         .try_collect()
         .await

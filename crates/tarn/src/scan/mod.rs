@@ -15,7 +15,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{filter_record_batch, prep_null_mask_filter};
 use arrow::datatypes::{Schema, SchemaRef};
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 
 pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
 
@@ -95,6 +95,17 @@ impl Snapshot {
             concurrency: DEFAULT_CONCURRENCY,
             use_indices: true,
         }
+    }
+}
+
+impl Snapshot {
+    /// The live rows of one data file of this snapshot (those its deletion vector does not
+    /// mark), every column, in the table's logical schema.
+    ///
+    /// Fails with [`Error::DataFileNotFound`], [`Error::Parquet`],
+    /// [`Error::InvalidDeletionVector`] or [`Error::Store`] when the file cannot be read.
+    pub async fn read_file(&self, add: &Add) -> Result<RecordBatch> {
+        Ok(read_file_rows(self, add).await?.batch)
     }
 }
 
@@ -280,8 +291,11 @@ impl Scan {
         };
         let stream = futures::stream::iter(files)
             .map(move |file| {
-                let ctx = Arc::clone(&ctx);
-                async move { file::read_file(ctx, file).await }
+                {
+                    let ctx = Arc::clone(&ctx);
+                    async move { file::read_file(ctx, file).await }
+                }
+                .boxed()
             })
             .buffer_unordered(concurrency)
             .try_flatten_unordered(concurrency);

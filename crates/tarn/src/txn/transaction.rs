@@ -156,6 +156,11 @@ impl Transaction {
         self
     }
 
+    /// The time now on the transaction's clock, in milliseconds since the epoch.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     /// The snapshot the transaction reads.
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot

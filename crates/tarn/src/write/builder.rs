@@ -280,6 +280,7 @@ impl WriteBuilder<'_> {
                 writer_properties,
                 modification_time: now,
                 capture: capture.clone(),
+                file_per_batch: false,
             },
         )
         .await?;

@@ -9,7 +9,7 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{SortColumn, lexsort_to_indices, partition, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use parquet::arrow::ArrowWriter;
@@ -60,6 +60,9 @@ pub(crate) struct FileWriteOptions {
     pub(crate) modification_time: i64,
     /// Columns whose values each file keeps, in row order, for indices built inline.
     pub(crate) capture: Vec<String>,
+    /// Whether each input batch ends its files (one file per batch and partition), rather
+    /// than files filling up to the target size.
+    pub(crate) file_per_batch: bool,
 }
 
 /// One encoded data file, ready to upload.
@@ -110,28 +113,31 @@ pub(crate) async fn write_files(
     let root = location.root().clone();
     let uploads: Vec<(Add, u64, Vec<ArrayRef>)> = tokio_stream_from(rx)
         .map(|file| {
-            let store = Arc::clone(&store);
-            let root = root.clone();
-            async move {
-                let file = file?;
-                let path = crate::paths::join_relative(&root, &file.relative)?;
-                let size = file.bytes.len();
-                upload(store.as_ref(), &path, file.bytes).await?;
-                let add = Add {
-                    path: uri_encode(&file.relative),
-                    partition_values: file.partition_values,
-                    size: size as i64,
-                    modification_time: now,
-                    data_change: true,
-                    stats: Some(file.stats),
-                    tags: None,
-                    deletion_vector: None,
-                    base_row_id: None,
-                    default_row_commit_version: None,
-                    clustering_provider: None,
-                };
-                Ok::<_, Error>((add, file.rows as u64, file.captured))
+            {
+                let store = Arc::clone(&store);
+                let root = root.clone();
+                async move {
+                    let file = file?;
+                    let path = crate::paths::join_relative(&root, &file.relative)?;
+                    let size = file.bytes.len();
+                    upload(store.as_ref(), &path, file.bytes).await?;
+                    let add = Add {
+                        path: uri_encode(&file.relative),
+                        partition_values: file.partition_values,
+                        size: size as i64,
+                        modification_time: now,
+                        data_change: true,
+                        stats: Some(file.stats),
+                        tags: None,
+                        deletion_vector: None,
+                        base_row_id: None,
+                        default_row_commit_version: None,
+                        clustering_provider: None,
+                    };
+                    Ok::<_, Error>((add, file.rows as u64, file.captured))
+                }
             }
+            .boxed()
         })
         .buffer_unordered(UPLOAD_CONCURRENCY)
         .try_collect()
@@ -262,6 +268,13 @@ fn encode(
                 {
                     finish(full, &data_schema, &data_struct, options, tx)?;
                 }
+            }
+        }
+        if options.file_per_batch {
+            let mut done: Vec<_> = open.drain().map(|(_, f)| f).collect();
+            done.sort_by(|a, b| a.relative.cmp(&b.relative));
+            for file in done {
+                finish(file, &data_schema, &data_struct, options, tx)?;
             }
         }
     }

@@ -4,6 +4,7 @@
 
 mod builder;
 mod files;
+mod low_level;
 
 use std::sync::Arc;
 

@@ -1,0 +1,58 @@
+//! Writing data files inside a [`Transaction`], for operations Tarn does not ship: the
+//! caller decides what each file holds and what the transaction removes and reads.
+
+use arrow::array::RecordBatch;
+
+use super::{FileWriteOptions, SchemaMode, prepare_batches, write_files};
+use crate::error::Result;
+use crate::index::InlineSegments;
+use crate::protocol::Add;
+use crate::protocol::features::ensure_writable;
+use crate::txn::Transaction;
+
+impl Transaction {
+    /// Writes each batch as its own data file (one per batch and partition, however large),
+    /// with statistics, adds the files to the transaction with segments for the table's
+    /// inline indices, and returns their `add` actions. Nothing is committed until
+    /// [`commit`](Transaction::commit); files of a transaction that never commits are
+    /// orphans `vacuum` removes.
+    ///
+    /// Fails with [`crate::Error::SchemaMismatch`] when a batch does not fit the table,
+    /// [`crate::Error::UnsupportedWriterFeature`] for tables Tarn cannot write, and
+    /// [`crate::Error::Store`] / [`crate::Error::Index`] when a file or segment cannot be
+    /// written.
+    pub async fn write_files(&mut self, batches: Vec<RecordBatch>) -> Result<Vec<Add>> {
+        let snapshot = self.snapshot().clone();
+        ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+        let (batches, _) = prepare_batches(
+            snapshot.schema(),
+            snapshot.partition_columns(),
+            &batches,
+            SchemaMode::Strict,
+        )?;
+        let inline = InlineSegments::of(&snapshot)?;
+        let capture = inline.columns();
+        let written = write_files(
+            snapshot.location(),
+            snapshot.schema(),
+            snapshot.partition_columns(),
+            batches,
+            &FileWriteOptions {
+                target_file_size: u64::MAX,
+                num_indexed_cols: snapshot.properties().num_indexed_cols(),
+                writer_properties: None,
+                modification_time: self.now_ms(),
+                capture: capture.clone(),
+                file_per_batch: true,
+            },
+        )
+        .await?;
+        for add in &written.adds {
+            self.add_file(add.clone());
+        }
+        inline
+            .add_to(self, &snapshot, &written.adds, &capture, &written.captured)
+            .await?;
+        Ok(written.adds)
+    }
+}
