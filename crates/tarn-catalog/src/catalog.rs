@@ -1,0 +1,369 @@
+//! The catalog handle: opening a catalog, its reads, and the committer that groups the
+//! mutations of one process into one manifest commit.
+
+use std::sync::Arc;
+
+use tarn::{Clock, IndexKind, Snapshot, StoreLocation, StoreOptions, SystemClock, Table};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use crate::engine::{Layout, Manifest, Op, run_batch};
+use crate::error::{CatalogError, Result};
+use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE, schema};
+use crate::names::ObjectId;
+use crate::pages::{PageCache, pages, pages_for_key};
+
+/// Mutations one commit may carry.
+const BATCH: usize = 256;
+
+/// How a catalog is opened.
+#[derive(Debug, Clone)]
+pub struct CatalogOptions {
+    /// How the manifest is cut into files (default: pages of 4,096 rows).
+    pub layout: Layout,
+    /// Whether a new manifest gets its BTree (object_id), Bitmap (object_type) and
+    /// full-text (metadata) indices, built inline (default yes).
+    pub indices: bool,
+    /// Store options for the root URL (endpoint, credentials).
+    pub store: StoreOptions,
+}
+
+impl Default for CatalogOptions {
+    fn default() -> Self {
+        Self {
+            layout: Layout::default(),
+            indices: true,
+            store: StoreOptions::default(),
+        }
+    }
+}
+
+/// A namespace as [`Catalog::describe_namespace`] returns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceInfo {
+    /// Its id.
+    pub id: ObjectId,
+    /// Its properties and description.
+    pub metadata: ObjectMetadata,
+    /// Creation and last change, microseconds since the epoch.
+    pub created_at: i64,
+    /// Last change, microseconds since the epoch.
+    pub updated_at: i64,
+}
+
+/// A table as [`Catalog::describe_table`] returns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableInfo {
+    /// Its id.
+    pub id: ObjectId,
+    /// Its folder relative to the catalog's root.
+    pub location: String,
+    /// Its full URL.
+    pub url: String,
+    /// Its properties and description; `declared` when no data exists yet.
+    pub metadata: ObjectMetadata,
+    /// The table's current version (none for a declared table).
+    pub version: Option<i64>,
+}
+
+type Reply = oneshot::Sender<Result<()>>;
+
+pub(crate) struct Pending {
+    op: Op,
+    reply: Reply,
+}
+
+/// A directory catalog of namespaces and tables under one root URL, kept in the
+/// `__manifest` Tarn table. Any number of processes may open the same root; cheap to
+/// clone within a process, where concurrent mutations are grouped into one commit.
+#[derive(Clone)]
+pub struct Catalog {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) root: StoreLocation,
+    pub(crate) url: String,
+    pub(crate) options: CatalogOptions,
+    pub(crate) manifest: Manifest,
+    pub(crate) pages: Arc<PageCache>,
+    pub(crate) queue: mpsc::UnboundedSender<Pending>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("url", &self.inner.url)
+            .field("layout", &self.inner.options.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Catalog {
+    /// Opens the catalog at `url`, creating its manifest when there is none.
+    ///
+    /// Fails with [`CatalogError::Table`] when the store cannot be reached or the
+    /// manifest cannot be read or created.
+    pub async fn open(url: &str, options: CatalogOptions) -> Result<Catalog> {
+        let root = tarn_store::open_with_options(url, &options.store)
+            .map_err(|e| CatalogError::Table(e.into()))?;
+        Self::open_at(root, options).await
+    }
+
+    /// Opens the catalog at a location built by hand (a wrapped store, for example).
+    ///
+    /// Fails as [`Catalog::open`] does.
+    pub async fn open_at(root: StoreLocation, options: CatalogOptions) -> Result<Catalog> {
+        let manifest_location = child(&root, MANIFEST_DIR)?;
+        let table = match Table::open_location(manifest_location.clone()).await {
+            Ok(table) => table,
+            Err(tarn::Error::TableNotFound { .. }) => {
+                create_manifest(manifest_location.clone(), &options).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let manifest: Manifest = Arc::new(Mutex::new(table));
+        let pages = Arc::new(PageCache::default());
+        let (queue, receiver) = mpsc::unbounded_channel();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        tokio::spawn(committer(
+            Arc::clone(&manifest),
+            Arc::clone(&pages),
+            options.layout,
+            Arc::clone(&clock),
+            receiver,
+        ));
+        Ok(Catalog {
+            inner: Arc::new(Inner {
+                url: root.url().to_string(),
+                root,
+                options,
+                manifest,
+                pages,
+                queue,
+                clock,
+            }),
+        })
+    }
+
+    /// The catalog's root URL.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The manifest's latest snapshot: one LIST when nothing changed, and the new commits
+    /// when something did.
+    ///
+    /// Fails when the log cannot be read.
+    pub async fn snapshot(&self) -> Result<Snapshot> {
+        let mut table = self.inner.manifest.lock().await;
+        table.refresh().await?;
+        Ok(table.snapshot().clone())
+    }
+
+    pub(crate) async fn row(&self, snapshot: &Snapshot, key: &str) -> Result<Option<Row>> {
+        let all = pages(snapshot);
+        for page in pages_for_key(&all, key) {
+            let rows = self.inner.pages.rows(snapshot, &page.add).await?;
+            if let Ok(i) = rows.binary_search_by(|r| r.object_id.as_str().cmp(key)) {
+                return Ok(Some(rows[i].clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn object(&self, id: &ObjectId, kind: &'static str) -> Result<Row> {
+        let snapshot = self.snapshot().await?;
+        match self.row(&snapshot, &id.key()).await? {
+            Some(row) if row.object_type == kind => Ok(row),
+            _ => Err(CatalogError::NotFound { kind, id: id.key() }),
+        }
+    }
+
+    /// Whether the namespace exists (the root always does).
+    ///
+    /// Fails when the manifest cannot be read.
+    pub async fn namespace_exists(&self, id: &ObjectId) -> Result<bool> {
+        if id.is_root() {
+            return Ok(true);
+        }
+        let snapshot = self.snapshot().await?;
+        Ok(self
+            .row(&snapshot, &id.key())
+            .await?
+            .is_some_and(|r| r.object_type == NAMESPACE))
+    }
+
+    /// Whether the table exists (declared tables included).
+    ///
+    /// Fails when the manifest cannot be read.
+    pub async fn table_exists(&self, id: &ObjectId) -> Result<bool> {
+        let snapshot = self.snapshot().await?;
+        Ok(self
+            .row(&snapshot, &id.key())
+            .await?
+            .is_some_and(|r| r.object_type == TABLE))
+    }
+
+    /// A namespace's properties and description.
+    ///
+    /// Fails with [`CatalogError::NotFound`] when it does not exist.
+    pub async fn describe_namespace(&self, id: &ObjectId) -> Result<NamespaceInfo> {
+        let row = self.object(id, NAMESPACE).await?;
+        Ok(NamespaceInfo {
+            id: id.clone(),
+            metadata: row.metadata,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+
+    /// A table's location, properties and current version (the table is opened for it,
+    /// unless `with_version` is false).
+    ///
+    /// Fails with [`CatalogError::NotFound`] when it does not exist, and
+    /// [`CatalogError::Table`] when its data cannot be opened.
+    pub async fn describe_table(&self, id: &ObjectId, with_version: bool) -> Result<TableInfo> {
+        let row = self.object(id, TABLE).await?;
+        let location = row.location.clone().unwrap_or_default();
+        let url = format!("{}/{}", self.inner.url.trim_end_matches('/'), location);
+        let version = if with_version && !row.metadata.declared {
+            let table = Table::open_location(child(&self.inner.root, &location)?).await?;
+            Some(table.version())
+        } else {
+            None
+        };
+        Ok(TableInfo {
+            id: id.clone(),
+            location,
+            url,
+            metadata: row.metadata,
+            version,
+        })
+    }
+
+    /// Opens a catalogued table.
+    ///
+    /// Fails with [`CatalogError::NotFound`] for an unknown or declared table.
+    pub async fn load_table(&self, id: &ObjectId) -> Result<Table> {
+        let row = self.object(id, TABLE).await?;
+        if row.metadata.declared {
+            return Err(CatalogError::NotFound {
+                kind: TABLE,
+                id: id.key(),
+            });
+        }
+        let location = row.location.unwrap_or_default();
+        Ok(Table::open_location(child(&self.inner.root, &location)?).await?)
+    }
+
+    pub(crate) async fn submit(&self, op: Op) -> Result<()> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .queue
+            .send(Pending { op, reply })
+            .map_err(|_| CatalogError::Stopped)?;
+        answer.await.map_err(|_| CatalogError::Stopped)?
+    }
+
+    pub(crate) fn now_us(&self) -> i64 {
+        self.inner.clock.now_ms() * 1000
+    }
+
+    /// How many commits the last mutations of this handle needed (for the benchmark).
+    pub fn layout(&self) -> Layout {
+        self.inner.options.layout
+    }
+
+    /// The clock time in microseconds (creation and update times).
+    pub fn now(&self) -> i64 {
+        self.now_us()
+    }
+}
+
+/// The manifest's folder, or a table's, under the root.
+pub(crate) fn child(root: &StoreLocation, relative: &str) -> Result<StoreLocation> {
+    let url = format!("{}/{}", root.url().as_str().trim_end_matches('/'), relative);
+    let url = url::Url::parse(&url).map_err(|e| CatalogError::InvalidLocation {
+        location: relative.to_string(),
+        reason: e.to_string(),
+    })?;
+    let mut path = root.root().clone();
+    for part in relative.split('/').filter(|p| !p.is_empty()) {
+        path = path.join(part);
+    }
+    Ok(StoreLocation::new(url, Arc::clone(root.store()), path))
+}
+
+async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> Result<Table> {
+    let created = Table::create_at(location.clone())
+        .with_arrow_schema(&schema())
+        .with_property("delta.checkpointInterval", "10")
+        .execute()
+        .await;
+    let mut table = match created {
+        Ok(table) => table,
+        // Another process created it first.
+        Err(tarn::Error::TableAlreadyExists { .. }) => {
+            return Ok(Table::open_location(location).await?);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if options.indices {
+        for (column, kind) in [
+            ("object_id", IndexKind::BTree),
+            ("object_type", IndexKind::Bitmap),
+            ("metadata", IndexKind::FullText),
+        ] {
+            match table.create_index(column).kind(kind).execute().await {
+                Ok(_) | Err(tarn::Error::IndexAlreadyExists { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// Takes mutations off the queue, as many as are waiting, and commits them together.
+async fn committer(
+    manifest: Manifest,
+    pages: Arc<PageCache>,
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    mut receiver: mpsc::UnboundedReceiver<Pending>,
+) {
+    while let Some(first) = receiver.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match receiver.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let (mut ops, replies): (Vec<Op>, Vec<Reply>) =
+            batch.into_iter().map(|p| (p.op, p.reply)).unzip();
+        let mut table = manifest.lock().await;
+        let outcome: Result<Vec<Result<()>>> =
+            run_batch(&mut table, &pages, layout, &mut ops, Arc::clone(&clock)).await;
+        drop(table);
+        match outcome {
+            Ok(results) => {
+                for (reply, result) in replies.into_iter().zip(results) {
+                    let _ = reply.send(result);
+                }
+            }
+            Err(e) if replies.len() == 1 => {
+                if let Some(reply) = replies.into_iter().next() {
+                    let _ = reply.send(Err(e));
+                }
+            }
+            Err(e) => {
+                // Every mutation of the batch shares the commit's fate.
+                let shared = Arc::new(e);
+                for reply in replies {
+                    let _ = reply.send(Err(CatalogError::Batch(Arc::clone(&shared))));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The manifest's files as pages: each data file holds a run of rows sorted by
+//! `object_id`, and its statistics (`minValues` / `maxValues` of `object_id`) say which
+//! keys it may hold: the upper level of a BTree whose leaves are the files.
+//!
+//! A mutation loads the pages its keys fall in, edits their rows, and rewrites them:
+//! split when over the page size, merged with the next page when under a quarter of it.
+//! Pages read are kept (files never change), so a warm read of an unchanged catalog reads
+//! nothing but the log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tarn::Snapshot;
+use tarn::protocol::Add;
+
+use crate::error::Result;
+use crate::manifest::{Row, rows_of};
+
+/// Decoded pages kept per catalog handle.
+const CACHED_PAGES: usize = 512;
+
+/// One data file of the manifest, with the key range its statistics give.
+#[derive(Debug, Clone)]
+pub(crate) struct Page {
+    pub(crate) add: Add,
+    /// A lower bound of its keys (a prefix of the smallest when truncated).
+    pub(crate) min: String,
+    /// An upper bound of its keys.
+    pub(crate) max: String,
+}
+
+impl Page {
+    /// Whether the page may hold `key`.
+    pub(crate) fn covers(&self, key: &str) -> bool {
+        self.min.as_str() <= key && key <= self.max.as_str()
+    }
+
+    /// Whether the page may hold keys in `[from, to)`.
+    pub(crate) fn overlaps(&self, from: &str, to: &str) -> bool {
+        self.max.as_str() >= from && self.min.as_str() < to
+    }
+}
+
+/// The pages of a snapshot, sorted by their lower bound.
+pub(crate) fn pages(snapshot: &Snapshot) -> Vec<Page> {
+    let mut out: Vec<Page> = snapshot
+        .files()
+        .map(|add| {
+            let stats: Option<serde_json::Value> = add
+                .stats
+                .as_deref()
+                .and_then(|s| serde_json::from_str(s).ok());
+            let bound = |which: &str| {
+                stats
+                    .as_ref()
+                    .and_then(|s| s[which]["object_id"].as_str())
+                    .map(str::to_string)
+            };
+            Page {
+                add: add.clone(),
+                // Without statistics a file may hold any key.
+                min: bound("minValues").unwrap_or_default(),
+                max: bound("maxValues").unwrap_or_else(|| char::MAX.to_string()),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.min.cmp(&b.min).then_with(|| a.add.path.cmp(&b.add.path)));
+    out
+}
+
+/// The pages that may hold `key`; when none does, the one it would be inserted into
+/// (the last page starting at or before it, else the first page).
+pub(crate) fn pages_for_key<'a>(pages: &'a [Page], key: &str) -> Vec<&'a Page> {
+    let covering: Vec<&Page> = pages.iter().filter(|p| p.covers(key)).collect();
+    if !covering.is_empty() {
+        return covering;
+    }
+    pages
+        .iter()
+        .rev()
+        .find(|p| p.min.as_str() <= key)
+        .or_else(|| pages.first())
+        .into_iter()
+        .collect()
+}
+
+/// Decoded rows of manifest files, by path.
+#[derive(Debug, Default)]
+pub(crate) struct PageCache {
+    entries: Mutex<Held>,
+}
+
+/// Pages by path, and the order they arrived in (the oldest go first).
+type Held = (
+    HashMap<String, Arc<Vec<Row>>>,
+    std::collections::VecDeque<String>,
+);
+
+impl PageCache {
+    /// The rows of a page, read from its file unless held.
+    ///
+    /// Fails when the file cannot be read or does not hold manifest rows.
+    pub(crate) async fn rows(&self, snapshot: &Snapshot, add: &Add) -> Result<Arc<Vec<Row>>> {
+        if let Some(rows) = self
+            .entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .get(&add.path)
+        {
+            return Ok(Arc::clone(rows));
+        }
+        let batch = futures::FutureExt::boxed(snapshot.read_file(add)).await?;
+        let mut rows = rows_of(&batch)?;
+        rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
+        let rows = Arc::new(rows);
+        let mut held = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if held.0.insert(add.path.clone(), Arc::clone(&rows)).is_none() {
+            held.1.push_back(add.path.clone());
+        }
+        while held.1.len() > CACHED_PAGES {
+            if let Some(old) = held.1.pop_front() {
+                held.0.remove(&old);
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// Cuts sorted rows into pages of at most `rows_per_page` rows, as even as possible.
+pub(crate) fn split(rows: Vec<Row>, rows_per_page: usize) -> Vec<Vec<Row>> {
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let pages = rows.len().div_ceil(rows_per_page.max(1));
+    let per = rows.len().div_ceil(pages);
+    let mut out = Vec::with_capacity(pages);
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let tail = rest.split_off(per.min(rest.len()));
+        out.push(rest);
+        rest = tail;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::ObjectMetadata;
+
+    fn row(key: &str) -> Row {
+        Row {
+            object_id: key.into(),
+            object_type: "namespace".into(),
+            location: None,
+            metadata: ObjectMetadata::default(),
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn rows_split_into_even_pages() {
+        let rows: Vec<Row> = (0..10).map(|i| row(&format!("k{i}"))).collect();
+        let pages = split(rows, 4);
+        assert_eq!(
+            pages.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![4, 4, 2]
+        );
+        assert!(split(Vec::new(), 4).is_empty());
+    }
+}

@@ -1,0 +1,174 @@
+//! Listing and searching the catalog: children of a namespace in key order, page by
+//! page, reading manifest pages in key order and stopping when the page of results is
+//! full; full-text search over metadata and listing by type through the manifest's
+//! indices.
+
+use arrow::array::{AsArray, RecordBatch};
+use tarn::expr::{col, lit, text_match};
+
+use crate::catalog::Catalog;
+use crate::error::{CatalogError, Result};
+use crate::manifest::{NAMESPACE, TABLE};
+use crate::names::ObjectId;
+use crate::pages::pages;
+
+/// A page of a listing, and the token of the next one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// The ids, in order.
+    pub ids: Vec<ObjectId>,
+    /// Pass to the next call for the next page; `None` at the end.
+    pub next: Option<String>,
+}
+
+impl Catalog {
+    /// The namespaces directly in `parent`, `limit` at a time.
+    ///
+    /// Fails with [`CatalogError::InvalidPageToken`] for a token of another listing.
+    pub async fn list_namespaces(
+        &self,
+        parent: &ObjectId,
+        limit: usize,
+        token: Option<&str>,
+    ) -> Result<Listing> {
+        self.list(parent, NAMESPACE, limit, token).await
+    }
+
+    /// The tables directly in `namespace`, `limit` at a time.
+    ///
+    /// Fails with [`CatalogError::InvalidPageToken`] for a token of another listing.
+    pub async fn list_tables(
+        &self,
+        namespace: &ObjectId,
+        limit: usize,
+        token: Option<&str>,
+    ) -> Result<Listing> {
+        self.list(namespace, TABLE, limit, token).await
+    }
+
+    /// Children of `parent` of one kind, in key order: pages are read in key order and
+    /// reading stops once the page of results is full.
+    async fn list(
+        &self,
+        parent: &ObjectId,
+        kind: &'static str,
+        limit: usize,
+        token: Option<&str>,
+    ) -> Result<Listing> {
+        if limit == 0 {
+            return Err(CatalogError::InvalidArgument {
+                name: "limit",
+                reason: "a listing page holds at least one id".into(),
+            });
+        }
+        let (from, to) = parent.child_range();
+        let after = match token {
+            Some(token) => Some(decode_token(token, parent, kind)?),
+            None => None,
+        };
+        let snapshot = self.snapshot().await?;
+        let start = after.clone().unwrap_or_else(|| from.clone());
+        let mut ids = Vec::new();
+        let mut last = None;
+        for page in pages(&snapshot).iter().filter(|p| p.overlaps(&start, &to)) {
+            let rows = self.inner.pages.rows(&snapshot, &page.add).await?;
+            for row in rows.iter() {
+                let key = row.object_id.as_str();
+                if key < start.as_str()
+                    || after.as_deref() == Some(key)
+                    || key >= to.as_str()
+                    || row.object_type != kind
+                    || !parent.is_child_key(key)
+                {
+                    continue;
+                }
+                if ids.len() == limit {
+                    return Ok(Listing {
+                        ids,
+                        next: last.map(|l: String| encode_token(&l, parent, kind)),
+                    });
+                }
+                ids.push(ObjectId::parse(key)?);
+                last = Some(key.to_string());
+            }
+        }
+        Ok(Listing { ids, next: None })
+    }
+
+    /// Objects whose metadata (properties, description) matches a full-text query, up to
+    /// `limit`, through the manifest's full-text index.
+    ///
+    /// Fails with [`CatalogError::Table`] (`TextMatchWithoutIndex`) on a catalog opened
+    /// without indices, and for a malformed query.
+    pub async fn search(&self, query: &str, limit: usize) -> Result<Vec<(ObjectId, String)>> {
+        let snapshot = self.snapshot().await?;
+        let batches = snapshot
+            .scan()
+            .select(["object_id", "object_type"])
+            .filter(text_match("metadata", query))
+            .collect()
+            .await?;
+        let mut out = pairs(&batches)?;
+        out.sort();
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Every object of one kind (`namespace` or `table`), through the Bitmap index on
+    /// `object_type` when the catalog has it.
+    ///
+    /// Fails when the manifest cannot be read.
+    pub async fn list_by_type(&self, kind: &str) -> Result<Vec<ObjectId>> {
+        let snapshot = self.snapshot().await?;
+        let batches = snapshot
+            .scan()
+            .select(["object_id", "object_type"])
+            .filter(col("object_type").eq(lit(kind.to_string())))
+            .collect()
+            .await?;
+        let mut ids: Vec<ObjectId> = pairs(&batches)?.into_iter().map(|(id, _)| id).collect();
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+fn pairs(batches: &[RecordBatch]) -> Result<Vec<(ObjectId, String)>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let ids = batch.column(0).as_string::<i32>();
+        let types = batch.column(1).as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            out.push((ObjectId::parse(ids.value(i))?, types.value(i).to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// A page token: the listing it belongs to and the last key of the page before.
+fn encode_token(last: &str, parent: &ObjectId, kind: &str) -> String {
+    let text = serde_json::json!({"parent": parent.key(), "kind": kind, "after": last}).to_string();
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_token(token: &str, parent: &ObjectId, kind: &str) -> Result<String> {
+    let invalid = |reason: &str| CatalogError::InvalidPageToken {
+        reason: reason.to_string(),
+    };
+    if !token.len().is_multiple_of(2) {
+        return Err(invalid("not a token this catalog issued"));
+    }
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
+        .collect();
+    let value: serde_json::Value = bytes
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| invalid("not a token this catalog issued"))?;
+    if value["parent"] != parent.key().as_str() || value["kind"] != kind {
+        return Err(invalid("the token belongs to another listing"));
+    }
+    value["after"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| invalid("not a token this catalog issued"))
+}

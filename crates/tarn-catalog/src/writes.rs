@@ -1,0 +1,469 @@
+//! Changing the catalog: namespaces and tables created, altered, declared, registered,
+//! renamed and dropped. Each mutation is an operation on the manifest's rows that states
+//! what it reads; the committer runs it (with whatever else this process submitted
+//! meanwhile) and commits once, re-running it after a conflict so that it decides on the
+//! newest state: a create finds the name taken, a drop finds it gone.
+
+use std::sync::Arc;
+
+use arrow::datatypes::Schema;
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
+use tarn::Table;
+
+use crate::catalog::{Catalog, TableInfo, child};
+use crate::engine::{Needs, Op, View};
+use crate::error::{CatalogError, Result};
+use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE};
+use crate::names::ObjectId;
+
+impl Catalog {
+    /// Creates a namespace; with `exist_ok`, an existing one is success.
+    ///
+    /// Fails with [`CatalogError::AlreadyExists`] when the name is taken (by a namespace
+    /// without `exist_ok`, or by a table), and [`CatalogError::NotFound`] when the parent
+    /// namespace does not exist.
+    pub async fn create_namespace(
+        &self,
+        id: &ObjectId,
+        metadata: ObjectMetadata,
+        exist_ok: bool,
+    ) -> Result<()> {
+        if id.is_root() {
+            return Err(CatalogError::InvalidArgument {
+                name: "id",
+                reason: "the root namespace always exists".into(),
+            });
+        }
+        let (key, parent) = (id.key(), id.parent());
+        let needs = needs_with_parent(&key, &parent);
+        self.submit(Op {
+            needs,
+            run: Box::new(move |view: &mut View| {
+                check_parent(view, &parent)?;
+                match view.get(&key) {
+                    Some(r) if r.object_type == NAMESPACE && exist_ok => Ok(()),
+                    Some(r) => Err(CatalogError::AlreadyExists {
+                        kind: kind_name(&r.object_type),
+                        id: key.clone(),
+                    }),
+                    None => {
+                        let now = view.now_us;
+                        view.put(Row {
+                            object_id: key.clone(),
+                            object_type: NAMESPACE.into(),
+                            location: None,
+                            metadata: metadata.clone(),
+                            created_at: now,
+                            updated_at: now,
+                        });
+                        Ok(())
+                    }
+                }
+            }),
+        })
+        .await
+    }
+
+    /// Sets and removes properties of a namespace (last writer wins).
+    ///
+    /// Fails with [`CatalogError::NotFound`] when it does not exist.
+    pub async fn alter_namespace(
+        &self,
+        id: &ObjectId,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<()> {
+        let key = id.key();
+        self.submit(Op {
+            needs: Needs {
+                keys: vec![key.clone()],
+                ranges: Vec::new(),
+            },
+            run: Box::new(move |view: &mut View| {
+                let mut row = match view.get(&key) {
+                    Some(r) if r.object_type == NAMESPACE => r.clone(),
+                    _ => {
+                        return Err(CatalogError::NotFound {
+                            kind: NAMESPACE,
+                            id: key.clone(),
+                        });
+                    }
+                };
+                for (k, v) in &set {
+                    row.metadata.properties.insert(k.clone(), v.clone());
+                }
+                for k in &remove {
+                    row.metadata.properties.remove(k);
+                }
+                row.updated_at = view.now_us;
+                view.put(row);
+                Ok(())
+            }),
+        })
+        .await
+    }
+
+    /// Drops a namespace. With `cascade`, everything in it goes too (the entries; table
+    /// data stays); without, a namespace that holds anything is refused. Dropping a
+    /// namespace that is already gone is success.
+    ///
+    /// Fails with [`CatalogError::NotEmpty`].
+    pub async fn drop_namespace(&self, id: &ObjectId, cascade: bool) -> Result<()> {
+        let key = id.key();
+        let (from, to) = id.child_range();
+        let ns = id.clone();
+        self.submit(Op {
+            needs: Needs {
+                keys: vec![key.clone()],
+                ranges: vec![(from.clone(), to.clone())],
+            },
+            run: Box::new(move |view: &mut View| {
+                match view.get(&key) {
+                    Some(r) if r.object_type == NAMESPACE => {}
+                    Some(_) => {
+                        return Err(CatalogError::NotFound {
+                            kind: NAMESPACE,
+                            id: key.clone(),
+                        });
+                    }
+                    None => return Ok(()),
+                }
+                let inside: Vec<String> = view
+                    .range(&from, &to)
+                    .iter()
+                    .map(|r| r.object_id.clone())
+                    .collect();
+                if !inside.is_empty() && !cascade {
+                    let children = inside.iter().filter(|k| ns.is_child_key(k)).count();
+                    return Err(CatalogError::NotEmpty {
+                        id: key.clone(),
+                        children,
+                    });
+                }
+                for k in inside {
+                    view.delete(&k);
+                }
+                view.delete(&key);
+                Ok(())
+            }),
+        })
+        .await
+    }
+
+    /// Creates a table: its Tarn table first, in a new folder under the root, then its
+    /// entry. The folder is named `<8 hex digits>-<name>` so that tables spread over S3's
+    /// key prefixes.
+    ///
+    /// Fails with [`CatalogError::AlreadyExists`] (the table created is removed),
+    /// [`CatalogError::NotFound`] when the namespace does not exist, and as creating a
+    /// Tarn table does.
+    pub async fn create_table(
+        &self,
+        id: &ObjectId,
+        schema: &Schema,
+        partition_columns: Vec<String>,
+        metadata: ObjectMetadata,
+    ) -> Result<TableInfo> {
+        if id.is_root() {
+            return Err(CatalogError::InvalidArgument {
+                name: "id",
+                reason: "a table needs a name".into(),
+            });
+        }
+        if !self.namespace_exists(&id.parent()).await? {
+            return Err(CatalogError::NotFound {
+                kind: NAMESPACE,
+                id: id.parent().key(),
+            });
+        }
+        let snapshot = self.snapshot().await?;
+        if let Some(row) = self.row(&snapshot, &id.key()).await? {
+            return Err(CatalogError::AlreadyExists {
+                kind: kind_name(&row.object_type),
+                id: id.key(),
+            });
+        }
+        let location = table_folder(id);
+        let mut builder = Table::create_at(child(&self.inner.root, &location)?)
+            .with_arrow_schema(schema)
+            .with_partition_columns(partition_columns);
+        for (k, v) in &metadata.properties {
+            builder = builder.with_property(k.clone(), v.clone());
+        }
+        let table = builder.execute().await?;
+        match self.insert_table(id, &location, metadata.clone()).await {
+            Ok(()) => Ok(TableInfo {
+                id: id.clone(),
+                url: format!("{}/{}", self.inner.url.trim_end_matches('/'), location),
+                location,
+                metadata,
+                version: Some(table.version()),
+            }),
+            Err(e) => {
+                let _ = self.purge(&location).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Reserves a table's name before its data exists (its entry is marked `declared`).
+    ///
+    /// Fails as [`Catalog::create_table`] does.
+    pub async fn declare_table(
+        &self,
+        id: &ObjectId,
+        mut metadata: ObjectMetadata,
+    ) -> Result<TableInfo> {
+        metadata.declared = true;
+        let location = table_folder(id);
+        self.insert_table(id, &location, metadata.clone()).await?;
+        Ok(TableInfo {
+            id: id.clone(),
+            url: format!("{}/{}", self.inner.url.trim_end_matches('/'), location),
+            location,
+            metadata,
+            version: None,
+        })
+    }
+
+    /// Registers a Delta table that already exists at `location` (relative to the root,
+    /// or a URL under it).
+    ///
+    /// Fails with [`CatalogError::InvalidLocation`] for a location outside the root or
+    /// without a Delta table, and as [`Catalog::create_table`] does.
+    pub async fn register_table(
+        &self,
+        id: &ObjectId,
+        location: &str,
+        metadata: ObjectMetadata,
+    ) -> Result<TableInfo> {
+        let relative = self.relative(location)?;
+        let table = Table::open_location(child(&self.inner.root, &relative)?)
+            .await
+            .map_err(|e| CatalogError::InvalidLocation {
+                location: location.to_string(),
+                reason: format!("no Delta table there: {e}"),
+            })?;
+        self.insert_table(id, &relative, metadata.clone()).await?;
+        Ok(TableInfo {
+            id: id.clone(),
+            url: format!("{}/{}", self.inner.url.trim_end_matches('/'), relative),
+            location: relative,
+            metadata,
+            version: Some(table.version()),
+        })
+    }
+
+    async fn insert_table(
+        &self,
+        id: &ObjectId,
+        location: &str,
+        metadata: ObjectMetadata,
+    ) -> Result<()> {
+        let (key, parent) = (id.key(), id.parent());
+        let location = location.to_string();
+        self.submit(Op {
+            needs: needs_with_parent(&key, &parent),
+            run: Box::new(move |view: &mut View| {
+                check_parent(view, &parent)?;
+                if let Some(r) = view.get(&key) {
+                    return Err(CatalogError::AlreadyExists {
+                        kind: kind_name(&r.object_type),
+                        id: key.clone(),
+                    });
+                }
+                let now = view.now_us;
+                view.put(Row {
+                    object_id: key.clone(),
+                    object_type: TABLE.into(),
+                    location: Some(location.clone()),
+                    metadata: metadata.clone(),
+                    created_at: now,
+                    updated_at: now,
+                });
+                Ok(())
+            }),
+        })
+        .await
+    }
+
+    /// Drops a table's entry, then, with `purge`, its data. A table already gone is
+    /// success.
+    ///
+    /// Fails when the manifest or the data cannot be written.
+    pub async fn drop_table(&self, id: &ObjectId, purge: bool) -> Result<()> {
+        let key = id.key();
+        let removed: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let seen = Arc::clone(&removed);
+        self.submit(Op {
+            needs: Needs {
+                keys: vec![key.clone()],
+                ranges: Vec::new(),
+            },
+            run: Box::new(move |view: &mut View| {
+                match view.get(&key) {
+                    Some(r) if r.object_type == TABLE => {
+                        *seen.lock().unwrap_or_else(|p| p.into_inner()) = r.location.clone();
+                        view.delete(&key);
+                    }
+                    Some(_) => {
+                        return Err(CatalogError::NotFound {
+                            kind: TABLE,
+                            id: key.clone(),
+                        });
+                    }
+                    None => {}
+                }
+                Ok(())
+            }),
+        })
+        .await?;
+        let location = removed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if purge && let Some(location) = location {
+            self.purge(&location).await?;
+        }
+        Ok(())
+    }
+
+    /// Renames a table, atomically: the old entry and the new one change in one commit.
+    ///
+    /// Fails with [`CatalogError::NotFound`] when the table or the target namespace does
+    /// not exist, and [`CatalogError::AlreadyExists`] when the new name is taken.
+    pub async fn rename_table(&self, from: &ObjectId, to: &ObjectId) -> Result<()> {
+        let (old, new, parent) = (from.key(), to.key(), to.parent());
+        let mut needs = needs_with_parent(&new, &parent);
+        needs.keys.push(old.clone());
+        self.submit(Op {
+            needs,
+            run: Box::new(move |view: &mut View| {
+                let mut row = match view.get(&old) {
+                    Some(r) if r.object_type == TABLE => r.clone(),
+                    _ => {
+                        return Err(CatalogError::NotFound {
+                            kind: TABLE,
+                            id: old.clone(),
+                        });
+                    }
+                };
+                check_parent(view, &parent)?;
+                if let Some(r) = view.get(&new) {
+                    return Err(CatalogError::AlreadyExists {
+                        kind: kind_name(&r.object_type),
+                        id: new.clone(),
+                    });
+                }
+                view.delete(&old);
+                row.object_id = new.clone();
+                row.updated_at = view.now_us;
+                view.put(row);
+                Ok(())
+            }),
+        })
+        .await
+    }
+
+    /// The location relative to the root, for a relative path or a URL under the root.
+    fn relative(&self, location: &str) -> Result<String> {
+        let invalid = |reason: &str| CatalogError::InvalidLocation {
+            location: location.to_string(),
+            reason: reason.to_string(),
+        };
+        let root = self.inner.url.trim_end_matches('/');
+        let relative = match location.strip_prefix(root) {
+            Some(rest) => rest.trim_start_matches('/').to_string(),
+            None if location.contains("://") || location.starts_with('/') => {
+                return Err(invalid("it is not under the catalog's root"));
+            }
+            None => location.trim_matches('/').to_string(),
+        };
+        if relative.is_empty()
+            || relative
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..")
+            || relative == MANIFEST_DIR
+            || relative.starts_with(&format!("{MANIFEST_DIR}/"))
+        {
+            return Err(invalid("it is not a folder under the catalog's root"));
+        }
+        Ok(relative)
+    }
+
+    /// Deletes every object under a table folder.
+    async fn purge(&self, location: &str) -> Result<()> {
+        let folder = child(&self.inner.root, location)?;
+        let store = Arc::clone(folder.store());
+        let listed: Vec<object_store::ObjectMeta> = store
+            .list(Some(folder.root()))
+            .try_collect()
+            .await
+            .map_err(|e| {
+                CatalogError::Table(tarn::Error::Store {
+                    operation: "list",
+                    path: folder.root().to_string(),
+                    source: e,
+                })
+            })?;
+        for meta in listed {
+            store.delete(&meta.location).await.map_err(|e| {
+                CatalogError::Table(tarn::Error::Store {
+                    operation: "delete",
+                    path: meta.location.to_string(),
+                    source: e,
+                })
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A new table's folder: 8 random hex digits then the table's name, so table keys
+/// spread over S3 prefixes, and a name reused after a drop gets a new folder.
+fn table_folder(id: &ObjectId) -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    let leaf: String = id
+        .leaf()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    format!("{}-{leaf}", &random[..8])
+}
+
+fn kind_name(object_type: &str) -> &'static str {
+    if object_type == TABLE {
+        TABLE
+    } else {
+        NAMESPACE
+    }
+}
+
+fn needs_with_parent(key: &str, parent: &ObjectId) -> Needs {
+    let mut keys = vec![key.to_string()];
+    if !parent.is_root() {
+        keys.push(parent.key());
+    }
+    Needs {
+        keys,
+        ranges: Vec::new(),
+    }
+}
+
+fn check_parent(view: &View, parent: &ObjectId) -> Result<()> {
+    if parent.is_root() {
+        return Ok(());
+    }
+    match view.get(&parent.key()) {
+        Some(r) if r.object_type == NAMESPACE => Ok(()),
+        _ => Err(CatalogError::NotFound {
+            kind: NAMESPACE,
+            id: parent.key(),
+        }),
+    }
+}
