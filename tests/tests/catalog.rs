@@ -281,3 +281,587 @@ async fn namespaces_and_tables_live_and_die_on_minio() {
     )
     .await;
 }
+
+fn manifest_url(dir: &std::path::Path) -> String {
+    format!("{}/__manifest", dir.to_str().unwrap())
+}
+
+/// Rows per manifest file, in key order, with each file's key range.
+async fn page_shapes(dir: &std::path::Path) -> Vec<(String, String, i64)> {
+    let table = tarn::Table::open(&manifest_url(dir)).await.unwrap();
+    let mut shapes: Vec<(String, String, i64)> = table
+        .snapshot()
+        .files()
+        .map(|add| {
+            let stats: serde_json::Value =
+                serde_json::from_str(add.stats.as_deref().unwrap()).unwrap();
+            (
+                stats["minValues"]["object_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                stats["maxValues"]["object_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                stats["numRecords"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    shapes.sort();
+    shapes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_split_as_the_catalog_grows_and_merge_as_it_shrinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::Paged { rows_per_page: 8 }).await;
+    let created = tarn::Table::open(&manifest_url(dir.path()))
+        .await
+        .unwrap()
+        .version();
+    // Sixty creates at once from one handle: grouped into fewer commits.
+    let creates = (0..60).map(|n| {
+        let catalog = catalog.clone();
+        async move {
+            catalog
+                .create_namespace(&id(&format!("ns{n:03}")), ObjectMetadata::default(), false)
+                .await
+        }
+    });
+    for result in futures::future::join_all(creates).await {
+        result.unwrap();
+    }
+    let commits = tarn::Table::open(&manifest_url(dir.path()))
+        .await
+        .unwrap()
+        .version()
+        - created;
+    assert!(commits < 60, "{commits} commits for 60 creates");
+    let shapes = page_shapes(dir.path()).await;
+    assert!(shapes.len() >= 60 / 8, "{shapes:?}");
+    assert!(shapes.iter().all(|(_, _, rows)| *rows <= 8), "{shapes:?}");
+    assert_eq!(shapes.iter().map(|s| s.2).sum::<i64>(), 60);
+    for pair in shapes.windows(2) {
+        assert!(pair[0].1 < pair[1].0, "pages overlap: {shapes:?}");
+    }
+
+    // Dropping most of them merges the pages that shrank.
+    for n in (0..60).filter(|n| n % 10 != 0) {
+        catalog
+            .drop_namespace(&id(&format!("ns{n:03}")), false)
+            .await
+            .unwrap();
+    }
+    let shapes = page_shapes(dir.path()).await;
+    assert_eq!(shapes.iter().map(|s| s.2).sum::<i64>(), 6);
+    assert!(shapes.len() <= 3, "pages did not merge: {shapes:?}");
+    let listed = catalog
+        .list_namespaces(&ObjectId::root(), 100, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.ids.iter().map(ObjectId::key).collect::<Vec<_>>(),
+        (0..60)
+            .step_by(10)
+            .map(|n| format!("ns{n:03}"))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Several handles on one root, as separate processes would hold: they race, and each
+/// sees what another acknowledged.
+async fn handles_agree(location: StoreLocation) {
+    let handles: Vec<Catalog> = futures::future::join_all(
+        (0..4).map(|_| open(&location, Layout::Paged { rows_per_page: 16 })),
+    )
+    .await;
+
+    // One name, four creators: exactly one wins.
+    let shared = id("shared");
+    let results = futures::future::join_all(
+        handles
+            .iter()
+            .map(|c| c.create_namespace(&shared, ObjectMetadata::default(), false)),
+    )
+    .await;
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    for err in results.into_iter().filter_map(Result::err) {
+        assert!(matches!(err, CatalogError::AlreadyExists { .. }), "{err}");
+    }
+
+    // Different names from every handle at once: all land.
+    let creates = handles.iter().enumerate().flat_map(|(h, c)| {
+        (0..10).map(move |n| {
+            let c = c.clone();
+            async move {
+                c.declare_table(&id(&format!("shared$h{h}t{n}")), ObjectMetadata::default())
+                    .await
+            }
+        })
+    });
+    for result in futures::future::join_all(creates).await {
+        result.unwrap();
+    }
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = handles[3]
+            .list_tables(&shared, 7, token.as_deref())
+            .await
+            .unwrap();
+        all.extend(page.ids.iter().map(ObjectId::key));
+        match page.next {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(all.len(), 40, "{all:?}");
+
+    // Read your writes across handles: created in one, seen at once by another.
+    handles[1]
+        .create_namespace(&id("shared$fresh"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    handles[2]
+        .declare_table(&id("shared$fresh$t"), ObjectMetadata::default())
+        .await
+        .unwrap();
+    assert!(
+        handles[0]
+            .table_exists(&id("shared$fresh$t"))
+            .await
+            .unwrap()
+    );
+
+    // Two renames of one table race: one wins, the other finds it gone; never both
+    // names, never neither.
+    let (a, b) = (id("shared$renamed_a"), id("shared$renamed_b"));
+    let from = id("shared$h0t0");
+    let (ra, rb) = futures::join!(
+        handles[0].rename_table(&from, &a),
+        handles[1].rename_table(&from, &b)
+    );
+    assert!(ra.is_ok() != rb.is_ok(), "{ra:?} {rb:?}");
+    let loser = if ra.is_ok() { rb } else { ra };
+    assert!(
+        matches!(loser, Err(CatalogError::NotFound { .. })),
+        "{loser:?}"
+    );
+    let exists_a = handles[2].table_exists(&a).await.unwrap();
+    let exists_b = handles[2].table_exists(&b).await.unwrap();
+    assert!(exists_a != exists_b);
+    assert!(!handles[2].table_exists(&from).await.unwrap());
+
+    // Two drops of one table: both succeed.
+    let winner = if exists_a { a } else { b };
+    let (da, db) = futures::join!(
+        handles[2].drop_table(&winner, false),
+        handles[3].drop_table(&winner, false)
+    );
+    da.unwrap();
+    db.unwrap();
+    assert!(!handles[0].table_exists(&winner).await.unwrap());
+
+    // Alter: last writer wins.
+    handles[0]
+        .alter_namespace(&shared, vec![("k".into(), "one".into())], vec![])
+        .await
+        .unwrap();
+    handles[1]
+        .alter_namespace(&shared, vec![("k".into(), "two".into())], vec![])
+        .await
+        .unwrap();
+    let info = handles[2].describe_namespace(&shared).await.unwrap();
+    assert_eq!(info.metadata.properties["k"], "two");
+
+    // A namespace a concurrent handle filled cannot be dropped without cascade.
+    handles[3]
+        .create_namespace(&id("busy"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    let (busy, busy_t) = (id("busy"), id("busy$t"));
+    let (filled, dropped) = futures::join!(
+        handles[0].declare_table(&busy_t, ObjectMetadata::default()),
+        handles[1].drop_namespace(&busy, false)
+    );
+    // Either order is serial: the table landed first (the drop is refused) or the drop
+    // did (the table's namespace is gone).
+    match (&filled, &dropped) {
+        (Ok(_), Err(CatalogError::NotEmpty { .. })) => {
+            assert!(handles[2].table_exists(&id("busy$t")).await.unwrap())
+        }
+        (Err(CatalogError::NotFound { .. }), Ok(())) => {
+            assert!(!handles[2].namespace_exists(&id("busy")).await.unwrap())
+        }
+        other => panic!("not a serial outcome: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_on_one_root_agree_on_local_files() {
+    let dir = tempfile::tempdir().unwrap();
+    handles_agree(tarn_store::open(dir.path().to_str().unwrap()).unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handles_on_one_root_agree_on_minio() {
+    let server = tarn_tests::minio::s3();
+    handles_agree(server.location(&tarn_tests::unique("catalog-race"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_and_list_by_type_use_the_manifest_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::Paged { rows_per_page: 4 }).await;
+    catalog
+        .create_namespace(
+            &id("crm"),
+            ObjectMetadata {
+                description: Some("Customers of the gold tier".into()),
+                ..ObjectMetadata::default()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    for (name, tier) in [
+        ("a", "gold"),
+        ("b", "silver"),
+        ("c", "gold"),
+        ("d", "bronze"),
+    ] {
+        catalog
+            .declare_table(&id(&format!("crm${name}")), props(&[("tier", tier)]))
+            .await
+            .unwrap();
+    }
+    let found = catalog.search("gold", 10).await.unwrap();
+    assert_eq!(
+        found
+            .iter()
+            .map(|(i, kind)| format!("{}:{kind}", i.key()))
+            .collect::<Vec<_>>(),
+        vec!["crm:namespace", "crm$a:table", "crm$c:table"]
+    );
+    assert_eq!(catalog.search("gold", 1).await.unwrap().len(), 1);
+    assert!(catalog.search("platinum", 10).await.unwrap().is_empty());
+    assert_eq!(
+        catalog.list_by_type("table").await.unwrap(),
+        ["crm$a", "crm$b", "crm$c", "crm$d"].map(id).to_vec()
+    );
+    assert_eq!(
+        catalog.list_by_type("namespace").await.unwrap(),
+        vec![id("crm")]
+    );
+    let manifest = tarn::Table::open(&manifest_url(dir.path())).await.unwrap();
+    let names: Vec<String> = manifest
+        .indices()
+        .unwrap()
+        .into_iter()
+        .map(|i| format!("{}:{:?}", i.definition.column, i.definition.kind))
+        .collect();
+    assert_eq!(
+        names,
+        vec!["metadata:FullText", "object_id:BTree", "object_type:Bitmap"]
+    );
+
+    // Without indices: listing by type still works; search needs the full-text index.
+    let bare_dir = tempfile::tempdir().unwrap();
+    let bare = Catalog::open(
+        bare_dir.path().to_str().unwrap(),
+        CatalogOptions {
+            indices: false,
+            ..CatalogOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    bare.create_namespace(&id("x"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    assert_eq!(bare.list_by_type("namespace").await.unwrap(), vec![id("x")]);
+    let err = bare.search("x", 10).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CatalogError::Table(tarn::Error::TextMatchWithoutIndex { .. })
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_typed_errors_and_changes_nothing() {
+    for bad in ["a$$b", "a/b", "..", ".", "a\u{1}b", &"x".repeat(257)] {
+        let err = ObjectId::parse(bad).unwrap_err();
+        assert!(
+            matches!(err, CatalogError::InvalidName { .. }),
+            "{bad:?}: {err}"
+        );
+    }
+    let err = ObjectId::new(["a$b"]).unwrap_err();
+    assert!(matches!(err, CatalogError::InvalidName { .. }), "{err}");
+    assert!(ObjectId::parse(&"x".repeat(256)).is_ok());
+
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::Paged { rows_per_page: 4 }).await;
+    catalog
+        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    let before = tarn::Table::open(&manifest_url(dir.path()))
+        .await
+        .unwrap()
+        .version();
+    std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    for location in [
+        "../outside".to_string(),
+        "/etc".to_string(),
+        "s3://elsewhere/t".to_string(),
+        format!("file://{}", outside.path().display()),
+        "__manifest".to_string(),
+        "empty".to_string(),
+        "missing/table".to_string(),
+    ] {
+        let err = catalog
+            .register_table(&id("ns$t"), &location, ObjectMetadata::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, CatalogError::InvalidLocation { .. }),
+            "{location}: {err}"
+        );
+    }
+    let err = catalog
+        .list_tables(&id("ns"), 10, Some("zz"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CatalogError::InvalidPageToken { .. }),
+        "{err}"
+    );
+    let err = catalog.list_tables(&id("ns"), 0, None).await.unwrap_err();
+    assert!(matches!(err, CatalogError::InvalidArgument { .. }), "{err}");
+    let err = catalog
+        .create_table(
+            &id("nowhere$t"),
+            &schema(),
+            vec![],
+            ObjectMetadata::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { .. }), "{err}");
+    let err = catalog
+        .create_table(
+            &id("ns$t"),
+            &schema(),
+            vec!["nope".into()],
+            ObjectMetadata::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CatalogError::Table(_)), "{err}");
+    let err = catalog
+        .import(vec![tarn_catalog::manifest::Row {
+            object_id: "ns$x".into(),
+            object_type: "view".into(),
+            location: None,
+            metadata: ObjectMetadata::default(),
+            created_at: 0,
+            updated_at: 0,
+        }])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CatalogError::InvalidManifest { .. }), "{err}");
+    assert_eq!(
+        tarn::Table::open(&manifest_url(dir.path()))
+            .await
+            .unwrap()
+            .version(),
+        before,
+        "bad input committed something"
+    );
+    assert!(
+        catalog
+            .list_tables(&id("ns"), 10, None)
+            .await
+            .unwrap()
+            .ids
+            .is_empty()
+    );
+}
+
+/// Overwrites the first file under `folder` whose name ends with `suffix`.
+fn corrupt_one(folder: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_str().unwrap().ends_with(suffix) {
+                std::fs::write(&path, b"not what it should be").unwrap();
+                return path;
+            }
+        }
+    }
+    panic!("no {suffix} file under {}", folder.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_manifest_file_or_index_is_named_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    {
+        let catalog = open(&location, Layout::FullRewrite).await;
+        catalog
+            .create_namespace(&id("ns"), props(&[("team", "bi")]), false)
+            .await
+            .unwrap();
+    }
+
+    // A corrupt full-text segment: search names it; reads that need no index work.
+    let segment = corrupt_one(&dir.path().join("__manifest/_tarn_index"), ".fulltext");
+    let catalog = open(&location, Layout::FullRewrite).await;
+    let err = catalog.search("bi", 10).await.unwrap_err();
+    let name = segment.file_name().unwrap().to_str().unwrap();
+    assert!(err.to_string().contains(name), "{err}");
+    assert_eq!(
+        catalog
+            .describe_namespace(&id("ns"))
+            .await
+            .unwrap()
+            .metadata
+            .properties["team"],
+        "bi"
+    );
+    assert_eq!(
+        catalog
+            .list_namespaces(&ObjectId::root(), 10, None)
+            .await
+            .unwrap()
+            .ids,
+        vec![id("ns")]
+    );
+
+    // A corrupt page: reads and mutations fail naming it, and nothing is committed.
+    let page = corrupt_one(&dir.path().join("__manifest"), ".parquet");
+    let catalog = open(&location, Layout::FullRewrite).await;
+    let before = tarn::Table::open(&manifest_url(dir.path()))
+        .await
+        .unwrap()
+        .version();
+    let name = page.file_name().unwrap().to_str().unwrap();
+    let err = catalog.describe_namespace(&id("ns")).await.unwrap_err();
+    assert!(err.to_string().contains(name), "{err}");
+    let err = catalog
+        .create_namespace(&id("other"), ObjectMetadata::default(), false)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(name), "{err}");
+    assert_eq!(
+        tarn::Table::open(&manifest_url(dir.path()))
+            .await
+            .unwrap()
+            .version(),
+        before
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_adds_many_objects_in_one_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::Paged { rows_per_page: 64 }).await;
+    let row = |key: String, kind: &str| tarn_catalog::manifest::Row {
+        object_id: key,
+        object_type: kind.into(),
+        location: None,
+        metadata: ObjectMetadata::default(),
+        created_at: 1,
+        updated_at: 1,
+    };
+    let mut rows = Vec::new();
+    for n in 0..10 {
+        rows.push(row(format!("ns{n}"), "namespace"));
+        for t in 0..100 {
+            rows.push(row(format!("ns{n}$t{t:03}"), "table"));
+        }
+    }
+    let before = tarn::Table::open(&manifest_url(dir.path()))
+        .await
+        .unwrap()
+        .version();
+    assert_eq!(catalog.import(rows).await.unwrap(), 1010);
+    assert_eq!(
+        tarn::Table::open(&manifest_url(dir.path()))
+            .await
+            .unwrap()
+            .version(),
+        before + 1
+    );
+    let shapes = page_shapes(dir.path()).await;
+    assert!(shapes.iter().all(|s| s.2 <= 64) && shapes.len() >= 1010 / 64);
+    let info = catalog
+        .describe_table(&id("ns7$t042"), false)
+        .await
+        .unwrap();
+    assert!(info.location.ends_with("-t042"), "{}", info.location);
+    let page = catalog.list_tables(&id("ns3"), 5, None).await.unwrap();
+    assert_eq!(page.ids[0], id("ns3$t000"));
+    // Again: every key is taken now; nothing changes.
+    let err = catalog
+        .import(vec![row("ns1$t001".into(), "table")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CatalogError::AlreadyExists { .. }), "{err}");
+    let err = catalog
+        .import(vec![row("ghost$t".into(), "table")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltalake_reads_the_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::Paged { rows_per_page: 4 }).await;
+    for n in 0..9 {
+        catalog
+            .create_namespace(
+                &id(&format!("n{n}")),
+                props(&[("n", &n.to_string())]),
+                false,
+            )
+            .await
+            .unwrap();
+    }
+    catalog.drop_namespace(&id("n4"), false).await.unwrap();
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let report = tarn_tests::python::run_script(
+        "read_table.py",
+        &[&manifest_url(dir.path()), out.path().to_str().unwrap()],
+    );
+    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    let manifest = tarn::Table::open(&manifest_url(dir.path())).await.unwrap();
+    assert_eq!(report["version"].as_i64().unwrap(), manifest.version());
+    let theirs = tarn_tests::rows::read_parquet_file(out.path());
+    let ours = manifest.scan().collect().await.unwrap();
+    let mut theirs = tarn_tests::rows::canonical_rows(&theirs);
+    let mut ours = tarn_tests::rows::canonical_rows(&ours);
+    theirs.sort();
+    ours.sort();
+    assert_eq!(theirs.len(), 8);
+    assert_eq!(theirs, ours);
+}

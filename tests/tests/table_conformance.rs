@@ -201,7 +201,7 @@ async fn partition_and_stats_pruning_skip_files(target: Target) {
     assert_eq!(row_count(&nulls.collect().await.unwrap()), 200);
 }
 
-async fn selective_scan_reads_one_file_in_two_requests(target: Target) {
+async fn selective_scan_reads_one_file_in_one_or_two_requests(target: Target) {
     let location = &target.location;
     let mut table = create_sales(location, &[]).await;
     for i in 0..4 {
@@ -222,14 +222,33 @@ async fn selective_scan_reads_one_file_in_two_requests(target: Target) {
         .unwrap();
     let counts = counter.take();
     assert_eq!(row_count(&batches), 1);
-    // One file of twenty survives pruning: a footer GET, then one GET of its columns.
+    // One small file of twenty survives pruning: read whole in one GET.
     assert_eq!(
         (counts.gets, counts.heads, counts.lists),
-        (2, 0, 0),
+        (1, 0, 0),
         "{counts}"
     );
-    assert_eq!(counts.critical_path, 2, "{counts}");
-    assert_eq!(counts.requests(), 2, "{counts}");
+    assert_eq!(counts.critical_path, 1, "{counts}");
+
+    // A large file: its footer, then the columns asked for.
+    table.append([sales_batch(100_000, 400_000)]).await.unwrap();
+    let (counted_location, counter) = counted(location);
+    let snapshot = Snapshot::builder(counted_location).build().await.unwrap();
+    let large = snapshot.files().map(|a| a.size).max().unwrap();
+    assert!(large > 512 * 1024, "{large} bytes");
+    counter.reset();
+    let batches = snapshot
+        .scan()
+        .select(["id", "amount"])
+        .filter(col("id").eq(lit(350_000)).and(col("country").eq(lit("NL"))))
+        .collect()
+        .await
+        .unwrap();
+    let counts = counter.take();
+    assert_eq!(row_count(&batches), 1);
+    // Footer first, then only the selected columns: never the whole file.
+    assert!(counts.gets >= 2, "{counts}");
+    assert!(counts.bytes_read < large as u64, "{counts}");
 }
 
 async fn time_travel_by_version_and_timestamp(target: Target) {
@@ -618,7 +637,7 @@ macro_rules! suite {
 
             case!(create_append_scan_round_trip);
             case!(partition_and_stats_pruning_skip_files);
-            case!(selective_scan_reads_one_file_in_two_requests);
+            case!(selective_scan_reads_one_file_in_one_or_two_requests);
             case!(time_travel_by_version_and_timestamp);
             case!(overwrite_whole_table_and_by_partition);
             case!(checkpoints_every_interval_and_reopen_starts_there);

@@ -270,7 +270,7 @@ impl Catalog {
         self.inner.clock.now_ms() * 1000
     }
 
-    /// How many commits the last mutations of this handle needed (for the benchmark).
+    /// How this catalog's manifest is cut into files.
     pub fn layout(&self) -> Layout {
         self.inner.options.layout
     }

@@ -144,6 +144,7 @@ pub(crate) async fn run_batch(
     clock: Arc<dyn tarn::Clock>,
 ) -> Result<Vec<Result<()>>> {
     let mut attempt = 0;
+    let mut refreshed = false;
     loop {
         attempt += 1;
         let snapshot = table.snapshot().clone();
@@ -161,7 +162,19 @@ pub(crate) async fn run_batch(
             results.push((op.run)(&mut view));
         }
         if !view.is_dirty() {
-            return Ok(results);
+            // Nothing to commit, so no commit checks the state the results rest on: they
+            // stand only if they were decided on the latest manifest (a namespace another
+            // process just created must not be reported missing).
+            if refreshed {
+                return Ok(results);
+            }
+            let before = table.version();
+            table.refresh().boxed().await?;
+            refreshed = true;
+            if table.version() == before {
+                return Ok(results);
+            }
+            continue;
         }
         // Boxed as `Send` here, where the lifetimes are concrete (rustc cannot prove the
         // committer's future `Send` through the nested futures otherwise).
@@ -172,6 +185,7 @@ pub(crate) async fn run_batch(
             Ok(_) => return Ok(results),
             Err(TarnError::Conflict { .. }) if attempt < ATTEMPTS => {
                 table.refresh().boxed().await?;
+                refreshed = true;
             }
             Err(e) => return Err(e.into()),
         }

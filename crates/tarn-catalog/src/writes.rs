@@ -171,13 +171,21 @@ impl Catalog {
                 reason: "a table needs a name".into(),
             });
         }
-        if !self.namespace_exists(&id.parent()).await? {
+        // Checked before the table is made, so a name taken costs no table; the commit
+        // of the entry checks again.
+        let snapshot = self.snapshot().await?;
+        let parent = id.parent();
+        if !parent.is_root()
+            && self
+                .row(&snapshot, &parent.key())
+                .await?
+                .is_none_or(|r| r.object_type != NAMESPACE)
+        {
             return Err(CatalogError::NotFound {
                 kind: NAMESPACE,
-                id: id.parent().key(),
+                id: parent.key(),
             });
         }
-        let snapshot = self.snapshot().await?;
         if let Some(row) = self.row(&snapshot, &id.key()).await? {
             return Err(CatalogError::AlreadyExists {
                 kind: kind_name(&row.object_type),
@@ -361,6 +369,101 @@ impl Catalog {
             }),
         })
         .await
+    }
+
+    /// Adds many objects in one commit, given as manifest rows: to seed a catalog, or to
+    /// move one in from elsewhere. Each row's key must be new, its parent must exist or be
+    /// among the rows, and a table's location must be a folder under the root. The rows
+    /// are held in memory while they are written.
+    ///
+    /// Fails with [`CatalogError::InvalidName`] for a bad `object_id`,
+    /// [`CatalogError::InvalidManifest`] for an unknown `object_type`,
+    /// [`CatalogError::InvalidLocation`] for a table location outside the root,
+    /// [`CatalogError::AlreadyExists`] for a key that exists and
+    /// [`CatalogError::NotFound`] for a missing parent; nothing is added then.
+    pub async fn import(&self, mut rows: Vec<Row>) -> Result<usize> {
+        rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
+        let mut parents = std::collections::BTreeSet::new();
+        for (i, row) in rows.iter_mut().enumerate() {
+            let id = ObjectId::parse(&row.object_id)?;
+            if id.is_root() {
+                return Err(CatalogError::InvalidName {
+                    name: String::new(),
+                    reason: format!("row {i} has an empty object_id"),
+                });
+            }
+            match row.object_type.as_str() {
+                NAMESPACE => row.location = None,
+                TABLE => {
+                    let location = row.location.clone().unwrap_or_else(|| table_folder(&id));
+                    row.location = Some(self.relative(&location)?);
+                }
+                other => {
+                    return Err(CatalogError::InvalidManifest {
+                        reason: format!("object {:?} has type {other:?}", row.object_id),
+                    });
+                }
+            }
+            let parent = id.parent();
+            if !parent.is_root() {
+                parents.insert(parent.key());
+            }
+        }
+        if let Some(pair) = rows.windows(2).find(|w| w[0].object_id == w[1].object_id) {
+            return Err(CatalogError::AlreadyExists {
+                kind: kind_name(&pair[0].object_type),
+                id: pair[0].object_id.clone(),
+            });
+        }
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Ok(0);
+        };
+        let range = (first.object_id.clone(), format!("{}\0", last.object_id));
+        let keys: std::collections::BTreeSet<String> =
+            rows.iter().map(|r| r.object_id.clone()).collect();
+        let outside: Vec<String> = parents.into_iter().filter(|p| !keys.contains(p)).collect();
+        let count = rows.len();
+        let rows = Arc::new(rows);
+        self.submit(Op {
+            needs: Needs {
+                keys: outside.clone(),
+                ranges: vec![range],
+            },
+            run: Box::new(move |view: &mut View| {
+                for parent in &outside {
+                    check_parent(view, &ObjectId::parse(parent)?)?;
+                }
+                if let Some(taken) = rows.iter().find_map(|r| view.get(&r.object_id)) {
+                    return Err(CatalogError::AlreadyExists {
+                        kind: kind_name(&taken.object_type),
+                        id: taken.object_id.clone(),
+                    });
+                }
+                // A parent among the rows must be a namespace.
+                let kind_of = |key: &str| {
+                    rows.binary_search_by(|q| q.object_id.as_str().cmp(key))
+                        .ok()
+                        .map(|k| rows[k].object_type.as_str())
+                };
+                for row in rows.iter() {
+                    if let Some((parent, _)) = row.object_id.rsplit_once('$')
+                        && keys.contains(parent)
+                        && kind_of(parent) != Some(NAMESPACE)
+                    {
+                        return Err(CatalogError::NotFound {
+                            kind: NAMESPACE,
+                            id: parent.to_string(),
+                        });
+                    }
+                }
+                for row in rows.iter() {
+                    view.put(row.clone());
+                }
+                Ok(())
+            }),
+        })
+        .await?;
+        Ok(count)
     }
 
     /// The location relative to the root, for a relative path or a URL under the root.

@@ -179,11 +179,39 @@ pub(crate) struct ObjectFileReader {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: Option<u64>,
+    /// The whole file, when it is small enough to fetch in the request that would have
+    /// fetched its footer; later ranges are served from it.
+    whole: Option<Bytes>,
 }
+
+/// Files up to this size are read whole with one GET instead of footer then data: a
+/// round trip costs more than the transfer of the columns not needed.
+const WHOLE_FILE_MAX: u64 = 512 * 1024;
 
 impl ObjectFileReader {
     pub(crate) fn new(store: Arc<dyn ObjectStore>, path: Path, size: Option<u64>) -> Self {
-        Self { store, path, size }
+        Self {
+            store,
+            path,
+            size,
+            whole: None,
+        }
+    }
+
+    /// The bytes of `range` from the fetched whole file, if it was fetched.
+    fn held_range(&self, range: &Range<u64>) -> Option<Result<Bytes>> {
+        let whole = self.whole.as_ref()?;
+        let (start, end) = (usize::try_from(range.start), usize::try_from(range.end));
+        Some(match (start, end) {
+            (Ok(start), Ok(end)) if start <= end && end <= whole.len() => {
+                Ok(whole.slice(start..end))
+            }
+            _ => Err(ParquetError::EOF(format!(
+                "range {range:?} is past the end of {} ({} bytes)",
+                self.path,
+                whole.len()
+            ))),
+        })
     }
 }
 
@@ -210,6 +238,9 @@ fn external(e: object_store::Error) -> ParquetError {
 
 impl AsyncFileReader for ObjectFileReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes>> {
+        if let Some(bytes) = self.held_range(&range) {
+            return futures::future::ready(bytes).boxed();
+        }
         async move {
             self.store
                 .get_range(&self.path, range)
@@ -220,6 +251,13 @@ impl AsyncFileReader for ObjectFileReader {
     }
 
     fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, Result<Vec<Bytes>>> {
+        if self.whole.is_some() {
+            let bytes: Result<Vec<Bytes>> = ranges
+                .iter()
+                .filter_map(|range| self.held_range(range))
+                .collect();
+            return futures::future::ready(bytes).boxed();
+        }
         async move {
             self.store
                 .get_ranges(&self.path, &ranges)
@@ -238,6 +276,19 @@ impl AsyncFileReader for ObjectFileReader {
                 .with_arrow_reader_options(options)
                 .with_prefetch_hint(Some(FOOTER_HINT));
             let metadata = match self.size {
+                Some(size) if size <= WHOLE_FILE_MAX => {
+                    let whole = self
+                        .store
+                        .get(&self.path)
+                        .await
+                        .map_err(external)?
+                        .bytes()
+                        .await
+                        .map_err(external)?;
+                    let metadata = reader.parse_and_finish(&whole)?;
+                    self.whole = Some(whole);
+                    metadata
+                }
                 Some(size) => reader.load_and_finish(self, size).await?,
                 None => reader.load_via_suffix_and_finish(self).await?,
             };
