@@ -1,6 +1,7 @@
 //! The records `tarn-concurrency` workers print, and the summaries the coordinator makes
 //! of them.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct OpRecord {
     /// The worker's number.
     pub worker: usize,
-    /// `write`, `cold-read` or `warm-read`.
+    /// `write`, `cold-read`, `warm-read`, or a catalog operation (`create-table`, ...).
     pub op: String,
     /// Whether it succeeded.
     pub ok: bool,
@@ -29,6 +30,15 @@ pub struct OpRecord {
     /// The error, when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The error's kind (its variant path, e.g. `Table/Conflict`), when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+    /// The worker process's peak resident memory after the operation, MiB, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mib: Option<f64>,
+    /// When it ended, milliseconds since the Unix epoch (to compute a level's span).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_unix_ms: Option<f64>,
 }
 
 /// One line of an exactly-once writer's acknowledgement log.
@@ -74,6 +84,11 @@ pub struct LevelSummary {
     pub round_trips_per_op: f64,
     /// Mean requests per successful operation.
     pub requests_per_op: f64,
+    /// Failed operations by error kind.
+    pub errors_by_kind: BTreeMap<String, usize>,
+    /// The largest peak resident memory a worker reported, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mib: Option<f64>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -112,6 +127,18 @@ pub fn summarise(mode: &str, workers: usize, records: &[OpRecord], wall: Duratio
         },
         round_trips_per_op: per_ok(&|r| r.round_trips as f64),
         requests_per_op: per_ok(&|r| r.requests as f64),
+        errors_by_kind: records
+            .iter()
+            .filter(|r| !r.ok)
+            .fold(BTreeMap::new(), |mut kinds, r| {
+                let kind = r.error_kind.clone().unwrap_or_else(|| "unknown".into());
+                *kinds.entry(kind).or_insert(0) += 1;
+                kinds
+            }),
+        peak_rss_mib: records
+            .iter()
+            .filter_map(|r| r.peak_rss_mib)
+            .max_by(f64::total_cmp),
     }
 }
 
@@ -134,9 +161,9 @@ pub fn table_header() -> String {
     )
 }
 
-/// One row of the results table.
+/// One row of the results table (then the errors by kind, when there were any).
 pub fn table_row(s: &LevelSummary) -> String {
-    format!(
+    let mut row = format!(
         "{:<10} {:>7} {:>6} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>9.2} {:>10.3} {:>9.2} {:>9.1}",
         s.mode,
         s.workers,
@@ -150,7 +177,14 @@ pub fn table_row(s: &LevelSummary) -> String {
         s.conflicts_per_op,
         s.round_trips_per_op,
         s.requests_per_op
-    )
+    );
+    if let Some(mib) = s.peak_rss_mib {
+        row.push_str(&format!("  peak {mib:.0} MiB"));
+    }
+    for (kind, n) in &s.errors_by_kind {
+        row.push_str(&format!("  {kind}: {n}"));
+    }
+    row
 }
 
 #[cfg(test)]
@@ -168,7 +202,10 @@ mod tests {
             requests: 2,
             round_trips: 2,
             version: 1,
-            error: None,
+            error: (!ok).then(|| "conflict".into()),
+            error_kind: (!ok).then(|| "Conflict".into()),
+            peak_rss_mib: None,
+            end_unix_ms: None,
         }
     }
 
@@ -186,5 +223,9 @@ mod tests {
         assert!((s.retries_per_op - 18.0 / 99.0).abs() < 1e-9);
         assert!((s.conflicts_per_op - 0.01).abs() < 1e-9);
         assert_eq!(s.round_trips_per_op, 2.0);
+        assert_eq!(
+            s.errors_by_kind,
+            BTreeMap::from([("Conflict".to_string(), 1)])
+        );
     }
 }

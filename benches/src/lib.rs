@@ -4,6 +4,7 @@
 //! Every figure is reported with the object-store requests and round trips behind it,
 //! because on S3 those, not CPU, make most of the time.
 
+pub mod catalog;
 pub mod concurrency;
 pub mod r#gen;
 pub mod index;

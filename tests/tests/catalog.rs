@@ -32,8 +32,9 @@ fn schema() -> Schema {
     Schema::new(vec![Field::new("id", DataType::Int64, false)])
 }
 
+/// Opens a catalog and loads its manifest (opening alone reads nothing).
 async fn open(location: &StoreLocation, layout: Layout) -> Catalog {
-    Catalog::open_at(
+    let catalog = Catalog::open_at(
         location.clone(),
         CatalogOptions {
             layout,
@@ -41,7 +42,9 @@ async fn open(location: &StoreLocation, layout: Layout) -> Catalog {
         },
     )
     .await
-    .unwrap()
+    .unwrap();
+    catalog.snapshot().await.unwrap();
+    catalog
 }
 
 async fn lifecycle(location: StoreLocation, layout: Layout) {
@@ -339,35 +342,79 @@ async fn pages_split_as_the_catalog_grows_and_merge_as_it_shrinks() {
         .version()
         - created;
     assert!(commits < 60, "{commits} commits for 60 creates");
-    let shapes = page_shapes(dir.path()).await;
-    assert!(shapes.len() >= 60 / 8, "{shapes:?}");
-    assert!(shapes.iter().all(|(_, _, rows)| *rows <= 8), "{shapes:?}");
-    assert_eq!(shapes.iter().map(|s| s.2).sum::<i64>(), 60);
-    for pair in shapes.windows(2) {
-        assert!(pair[0].1 < pair[1].0, "pages overlap: {shapes:?}");
-    }
+    assert_eq!(catalog.stats().commits, commits as u64);
+    // The layout is the catalog's: another handle asking for another one gets it too.
+    let other = open(&location, Layout::FullRewrite).await;
+    assert_eq!(
+        other.layout().await.unwrap(),
+        Layout::Paged { rows_per_page: 8 }
+    );
+    assert_page_shapes(dir.path(), 60).await;
 
-    // Dropping most of them merges the pages that shrank.
+    // Dropping most of them shrinks pages into small ones.
     for n in (0..60).filter(|n| n % 10 != 0) {
         catalog
             .drop_namespace(&id(&format!("ns{n:03}")), false)
             .await
             .unwrap();
     }
+    assert_page_shapes(dir.path(), 6).await;
+
+    // New keys, one commit each, go to small pages a compaction folds into base pages.
+    for n in 0..40 {
+        catalog
+            .create_namespace(
+                &id(&format!("late{n:02}")),
+                ObjectMetadata::default(),
+                false,
+            )
+            .await
+            .unwrap();
+        if n % 10 == 9 {
+            assert_page_shapes(dir.path(), 7 + n).await;
+        }
+    }
     let shapes = page_shapes(dir.path()).await;
-    assert_eq!(shapes.iter().map(|s| s.2).sum::<i64>(), 6);
-    assert!(shapes.len() <= 3, "pages did not merge: {shapes:?}");
-    let listed = catalog
-        .list_namespaces(&ObjectId::root(), 100, None)
-        .await
-        .unwrap();
-    assert_eq!(
-        listed.ids.iter().map(ObjectId::key).collect::<Vec<_>>(),
-        (0..60)
-            .step_by(10)
-            .map(|n| format!("ns{n:03}"))
-            .collect::<Vec<_>>()
-    );
+    assert!(shapes.len() < 46, "no compaction: {shapes:?}");
+    // The listing is in key order across base and small pages, a page at a time.
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = catalog
+            .list_namespaces(&ObjectId::root(), 7, token.as_deref())
+            .await
+            .unwrap();
+        all.extend(page.ids.iter().map(ObjectId::key));
+        match page.next {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = (0..60)
+        .step_by(10)
+        .map(|n| format!("ns{n:03}"))
+        .chain((0..40).map(|n| format!("late{n:02}")))
+        .collect();
+    expected.sort();
+    assert_eq!(all, expected);
+    for key in &expected {
+        assert!(catalog.namespace_exists(&id(key)).await.unwrap(), "{key}");
+    }
+}
+
+/// The manifest's pages hold `rows` rows, none more than the page size (8); base pages
+/// (two rows or more) do not overlap; small pages stay under twice the compaction
+/// threshold.
+async fn assert_page_shapes(dir: &std::path::Path, rows: i64) {
+    let shapes = page_shapes(dir).await;
+    assert_eq!(shapes.iter().map(|s| s.2).sum::<i64>(), rows, "{shapes:?}");
+    assert!(shapes.iter().all(|s| s.2 <= 8), "{shapes:?}");
+    let base: Vec<_> = shapes.iter().filter(|s| s.2 >= 2).collect();
+    for pair in base.windows(2) {
+        assert!(pair[0].1 < pair[1].0, "base pages overlap: {shapes:?}");
+    }
+    let small = shapes.len() - base.len();
+    assert!(small <= 16, "{small} small pages: {shapes:?}");
 }
 
 /// Several handles on one root, as separate processes would hold: they race, and each

@@ -2,23 +2,30 @@
 //! mutations of one process into one manifest commit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use tarn::{Clock, IndexKind, Snapshot, StoreLocation, StoreOptions, SystemClock, Table};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tarn::{Clock, Snapshot, StoreLocation, StoreOptions, SystemClock, Table};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::{Layout, Manifest, Op, run_batch};
+use crate::engine::{Op, run_batch};
 use crate::error::{CatalogError, Result};
-use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE, schema};
+use crate::loader::Manifest;
+use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE};
 use crate::names::ObjectId;
+use crate::pages::Layout;
 use crate::pages::{PageCache, pages, pages_for_key};
 
 /// Mutations one commit may carry.
 const BATCH: usize = 256;
+/// Small pages (new keys, shrunk pages) the manifest holds before a mutation folds them
+/// into the base pages: between this and twice this, per handle.
+const COMPACT_AT: usize = 8;
 
 /// How a catalog is opened.
 #[derive(Debug, Clone)]
 pub struct CatalogOptions {
-    /// How the manifest is cut into files (default: pages of 4,096 rows).
+    /// How the manifest is cut into files (default: pages of 4,096 rows), for a catalog
+    /// this call creates; an existing catalog keeps the layout it was created with.
     pub layout: Layout,
     /// Whether a new manifest gets its BTree (object_id), Bitmap (object_type) and
     /// full-text (metadata) indices, built inline (default yes).
@@ -84,10 +91,28 @@ pub(crate) struct Inner {
     pub(crate) root: StoreLocation,
     pub(crate) url: String,
     pub(crate) options: CatalogOptions,
-    pub(crate) manifest: Manifest,
+    pub(crate) manifest: Arc<Manifest>,
     pub(crate) pages: Arc<PageCache>,
     pub(crate) queue: mpsc::UnboundedSender<Pending>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) stats: Arc<Stats>,
+}
+
+/// Counters of one handle's commits.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) commits: AtomicU64,
+    pub(crate) reruns: AtomicU64,
+}
+
+/// What a handle's committer has done so far, as [`Catalog::stats`] returns it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatalogStats {
+    /// Manifest commits made.
+    pub commits: u64,
+    /// Batches run again because another process committed first and changed what they
+    /// read (a lost race on the log alone is rebased by Tarn and not counted).
+    pub reruns: u64,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -100,37 +125,36 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    /// Opens the catalog at `url`, creating its manifest when there is none.
+    /// Opens the catalog at `url`. Nothing is read yet: the first call loads the
+    /// manifest (creating it when the root holds none), so a process that opens a catalog
+    /// and describes a table waits on the describe alone. Must be called inside a Tokio
+    /// runtime (the handle's committer is a task).
     ///
-    /// Fails with [`CatalogError::Table`] when the store cannot be reached or the
-    /// manifest cannot be read or created.
+    /// Fails with [`CatalogError::Table`] when the URL cannot be parsed or its store
+    /// configured; a store that cannot be reached, or a manifest that cannot be read or
+    /// created, fails the first call.
     pub async fn open(url: &str, options: CatalogOptions) -> Result<Catalog> {
         let root = tarn_store::open_with_options(url, &options.store)
             .map_err(|e| CatalogError::Table(e.into()))?;
         Self::open_at(root, options).await
     }
 
-    /// Opens the catalog at a location built by hand (a wrapped store, for example).
+    /// Opens the catalog at a location built by hand (a wrapped store, for example), as
+    /// [`Catalog::open`] does.
     ///
-    /// Fails as [`Catalog::open`] does.
+    /// Fails with [`CatalogError::InvalidLocation`] when the manifest's URL cannot be
+    /// built from the root's.
     pub async fn open_at(root: StoreLocation, options: CatalogOptions) -> Result<Catalog> {
-        let manifest_location = child(&root, MANIFEST_DIR)?;
-        let table = match Table::open_location(manifest_location.clone()).await {
-            Ok(table) => table,
-            Err(tarn::Error::TableNotFound { .. }) => {
-                create_manifest(manifest_location.clone(), &options).await?
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let manifest: Manifest = Arc::new(Mutex::new(table));
+        let manifest = Arc::new(Manifest::new(child(&root, MANIFEST_DIR)?, options.clone()));
         let pages = Arc::new(PageCache::default());
         let (queue, receiver) = mpsc::unbounded_channel();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let stats = Arc::new(Stats::default());
         tokio::spawn(committer(
             Arc::clone(&manifest),
             Arc::clone(&pages),
-            options.layout,
             Arc::clone(&clock),
+            Arc::clone(&stats),
             receiver,
         ));
         Ok(Catalog {
@@ -142,6 +166,7 @@ impl Catalog {
                 pages,
                 queue,
                 clock,
+                stats,
             }),
         })
     }
@@ -156,15 +181,23 @@ impl Catalog {
     ///
     /// Fails when the log cannot be read.
     pub async fn snapshot(&self) -> Result<Snapshot> {
-        let mut table = self.inner.manifest.lock().await;
-        table.refresh().await?;
+        let (mut table, loaded) = self.inner.manifest.lock().await?;
+        // A manifest loaded by this call is as new as a refresh would make it.
+        if !loaded {
+            table.refresh().await?;
+        }
         Ok(table.snapshot().clone())
     }
 
     pub(crate) async fn row(&self, snapshot: &Snapshot, key: &str) -> Result<Option<Row>> {
+        // Only pages whose key range holds `key` can hold it: a base page, and at most a
+        // small page of new keys; they are read at once.
         let all = pages(snapshot);
-        for page in pages_for_key(&all, key) {
-            let rows = self.inner.pages.rows(snapshot, &page.add).await?;
+        let reads = pages_for_key(&all, key)
+            .into_iter()
+            .filter(|p| p.covers(key))
+            .map(|page| self.inner.pages.rows(snapshot, &page.add));
+        for rows in futures::future::try_join_all(reads).await? {
             if let Ok(i) = rows.binary_search_by(|r| r.object_id.as_str().cmp(key)) {
                 return Ok(Some(rows[i].clone()));
             }
@@ -270,9 +303,20 @@ impl Catalog {
         self.inner.clock.now_ms() * 1000
     }
 
-    /// How this catalog's manifest is cut into files.
-    pub fn layout(&self) -> Layout {
-        self.inner.options.layout
+    /// This handle's commits and re-runs so far.
+    pub fn stats(&self) -> CatalogStats {
+        CatalogStats {
+            commits: self.inner.stats.commits.load(Ordering::Relaxed),
+            reruns: self.inner.stats.reruns.load(Ordering::Relaxed),
+        }
+    }
+
+    /// How this catalog's manifest is cut into files (chosen when it was created).
+    ///
+    /// Fails when the manifest cannot be loaded or records an unknown layout.
+    pub async fn layout(&self) -> Result<Layout> {
+        drop(self.inner.manifest.lock().await?);
+        self.inner.manifest.layout()
     }
 
     /// The clock time in microseconds (creation and update times).
@@ -295,43 +339,17 @@ pub(crate) fn child(root: &StoreLocation, relative: &str) -> Result<StoreLocatio
     Ok(StoreLocation::new(url, Arc::clone(root.store()), path))
 }
 
-async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> Result<Table> {
-    let created = Table::create_at(location.clone())
-        .with_arrow_schema(&schema())
-        .with_property("delta.checkpointInterval", "10")
-        .execute()
-        .await;
-    let mut table = match created {
-        Ok(table) => table,
-        // Another process created it first.
-        Err(tarn::Error::TableAlreadyExists { .. }) => {
-            return Ok(Table::open_location(location).await?);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if options.indices {
-        for (column, kind) in [
-            ("object_id", IndexKind::BTree),
-            ("object_type", IndexKind::Bitmap),
-            ("metadata", IndexKind::FullText),
-        ] {
-            match table.create_index(column).kind(kind).execute().await {
-                Ok(_) | Err(tarn::Error::IndexAlreadyExists { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-    Ok(table)
-}
-
 /// Takes mutations off the queue, as many as are waiting, and commits them together.
 async fn committer(
-    manifest: Manifest,
+    manifest: Arc<Manifest>,
     pages: Arc<PageCache>,
-    layout: Layout,
     clock: Arc<dyn Clock>,
+    stats: Arc<Stats>,
     mut receiver: mpsc::UnboundedReceiver<Pending>,
 ) {
+    // Each handle compacts at its own count of small pages, so processes do not all
+    // compact the same pages at once.
+    let compact_at = COMPACT_AT + (uuid::Uuid::new_v4().as_u128() % COMPACT_AT as u128) as usize;
     while let Some(first) = receiver.recv().await {
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -342,10 +360,24 @@ async fn committer(
         }
         let (mut ops, replies): (Vec<Op>, Vec<Reply>) =
             batch.into_iter().map(|p| (p.op, p.reply)).unzip();
-        let mut table = manifest.lock().await;
-        let outcome: Result<Vec<Result<()>>> =
-            run_batch(&mut table, &pages, layout, &mut ops, Arc::clone(&clock)).await;
-        drop(table);
+        let outcome: Result<Vec<Result<()>>> = match manifest.lock().await {
+            Ok((mut table, _)) => match manifest.layout() {
+                Ok(layout) => {
+                    run_batch(
+                        &mut table,
+                        &pages,
+                        layout,
+                        &mut ops,
+                        Arc::clone(&clock),
+                        &stats,
+                        compact_at,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
         match outcome {
             Ok(results) => {
                 for (reply, result) in replies.into_iter().zip(results) {

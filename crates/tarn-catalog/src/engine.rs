@@ -9,14 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use futures::FutureExt;
 use tarn::expr::{col, lit};
 use tarn::{Error as TarnError, Snapshot, Table};
 
+use crate::catalog::Stats;
 use crate::error::{CatalogError, Result};
 use crate::manifest::{Row, batch_of};
-use crate::pages::{Page, PageCache, pages, pages_for_key, split};
+use crate::pages::{Layout, Page, PageCache, pages, pages_for_key, split};
 
 /// Times a batch re-reads the manifest after a conflict before giving up.
 const ATTEMPTS: u32 = 64;
@@ -38,8 +40,11 @@ pub(crate) struct View {
     loaded: Vec<Page>,
     pages: Vec<Page>,
     dirty: BTreeSet<Option<usize>>,
+    /// Edits the operations made (a compaction's moves are not theirs).
+    dirty_by_ops: usize,
     /// Microseconds since the epoch, for created_at / updated_at.
     pub(crate) now_us: i64,
+    layout: Layout,
 }
 
 impl View {
@@ -68,6 +73,7 @@ impl View {
             }
         };
         self.dirty.insert(page);
+        self.dirty_by_ops += 1;
         self.rows.insert(key, Some(row));
     }
 
@@ -75,16 +81,53 @@ impl View {
     pub(crate) fn delete(&mut self, key: &str) {
         if let Some(page) = self.home.get(key).copied() {
             self.dirty.insert(page);
+            self.dirty_by_ops += 1;
             self.rows.insert(key.to_string(), None);
         }
     }
 
-    /// The loaded page a new key goes into.
+    /// The loaded page a new key goes into: in the paged layout none (new keys go to a
+    /// new file, so writers adding different keys never rewrite the same page); in the
+    /// full-rewrite layout the one file.
     fn page_of(&self, key: &str) -> Option<usize> {
+        if self.layout != Layout::FullRewrite {
+            return None;
+        }
         let target = pages_for_key(&self.pages, key)
             .first()
             .map(|p| p.add.path.clone())?;
         self.loaded.iter().position(|p| p.add.path == target)
+    }
+
+    /// Moves the rows of the loaded small pages into the loaded base pages their keys
+    /// belong to (or one new page when there is none), so the small pages go.
+    fn compact(&mut self) {
+        let small: BTreeSet<usize> = (0..self.loaded.len())
+            .filter(|i| self.loaded[*i].is_small(self.layout))
+            .collect();
+        let bases: Vec<Page> = self
+            .pages
+            .iter()
+            .filter(|p| !p.is_small(self.layout))
+            .cloned()
+            .collect();
+        let moves: Vec<(String, usize, Option<usize>)> = self
+            .home
+            .iter()
+            .filter_map(|(key, home)| {
+                let from = (*home).filter(|h| small.contains(h))?;
+                let target = pages_for_key(&bases, key)
+                    .first()
+                    .map(|p| p.add.path.clone());
+                let to = target.and_then(|t| self.loaded.iter().position(|p| p.add.path == t));
+                Some((key.clone(), from, to))
+            })
+            .collect();
+        for (key, from, to) in moves {
+            self.dirty.insert(Some(from));
+            self.dirty.insert(to);
+            self.home.insert(key, to);
+        }
     }
 
     fn is_dirty(&self) -> bool {
@@ -101,37 +144,6 @@ pub(crate) struct Op {
 /// What an operation does on the view.
 pub(crate) type Run = Box<dyn FnMut(&mut View) -> Result<()> + Send + Sync>;
 
-/// How the manifest is cut into files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// The whole manifest is one file, rewritten on every mutation with its indices
-    /// (Lance's directory namespace; the reference point).
-    FullRewrite,
-    /// Files of at most this many rows sorted by `object_id`; a mutation rewrites the file
-    /// holding its key (the default, 4,096 rows).
-    Paged {
-        /// Rows per file.
-        rows_per_page: usize,
-    },
-}
-
-impl Default for Layout {
-    fn default() -> Self {
-        Layout::Paged {
-            rows_per_page: 4096,
-        }
-    }
-}
-
-impl Layout {
-    fn rows_per_page(self) -> usize {
-        match self {
-            Layout::FullRewrite => usize::MAX,
-            Layout::Paged { rows_per_page } => rows_per_page.max(1),
-        }
-    }
-}
-
 /// Runs a batch of operations and commits their changes at once.
 ///
 /// Operations' own errors (a name taken, a namespace not empty) are their results; the
@@ -142,6 +154,8 @@ pub(crate) async fn run_batch(
     layout: Layout,
     ops: &mut [Op],
     clock: Arc<dyn tarn::Clock>,
+    stats: &Stats,
+    compact_at: usize,
 ) -> Result<Vec<Result<()>>> {
     let mut attempt = 0;
     let mut refreshed = false;
@@ -154,12 +168,20 @@ pub(crate) async fn run_batch(
             Arc::clone(cache),
             needs.clone(),
             clock.now_ms() * 1000,
+            layout,
+            compact_at,
         )
         .boxed()
         .await?;
+        let compacting = view.is_dirty();
         let mut results = Vec::with_capacity(ops.len());
         for op in ops.iter_mut() {
             results.push((op.run)(&mut view));
+        }
+        // A batch whose operations change nothing commits no compaction either: it would
+        // turn a read into a write.
+        if compacting && view.dirty_by_ops == 0 {
+            view.dirty.clear();
         }
         if !view.is_dirty() {
             // Nothing to commit, so no commit checks the state the results rest on: they
@@ -178,12 +200,18 @@ pub(crate) async fn run_batch(
         }
         // Boxed as `Send` here, where the lifetimes are concrete (rustc cannot prove the
         // committer's future `Send` through the nested futures otherwise).
-        let txn = prepare(table, &snapshot, cache, &mut view, &needs, layout)
-            .boxed()
-            .await?;
+        let (txn, written) = prepare(table, &mut view, &needs, layout).boxed().await?;
         match table.commit(txn).boxed().await {
-            Ok(_) => return Ok(results),
+            Ok(_) => {
+                stats.commits.fetch_add(1, Ordering::Relaxed);
+                // The pages just written are known: the next batch need not read them.
+                for (path, rows) in written {
+                    cache.insert(path, rows);
+                }
+                return Ok(results);
+            }
             Err(TarnError::Conflict { .. }) if attempt < ATTEMPTS => {
+                stats.reruns.fetch_add(1, Ordering::Relaxed);
                 table.refresh().boxed().await?;
                 refreshed = true;
             }
@@ -192,22 +220,28 @@ pub(crate) async fn run_batch(
     }
 }
 
-/// Loads the pages the operations need into a view.
+/// Loads the pages the operations need into a view: the pages that may hold their keys
+/// (in the full-rewrite layout, the page a new key goes into), the pages overlapping their
+/// ranges, and, when the manifest holds more than `compact_at` small pages, those and the
+/// base pages their keys belong to, with the small pages' rows moved into them.
 async fn load(
     snapshot: Snapshot,
     cache: Arc<PageCache>,
     needs: Vec<Needs>,
     now_us: i64,
+    layout: Layout,
+    compact_at: usize,
 ) -> Result<View> {
     let pages = pages(&snapshot);
+    let position = |page: &Page| pages.iter().position(|q| q.add.path == page.add.path);
     let mut wanted: Vec<usize> = Vec::new();
     for need in &needs {
         for key in &need.keys {
-            for p in pages_for_key(&pages, key) {
-                if let Some(i) = pages.iter().position(|q| q.add.path == p.add.path) {
-                    wanted.push(i);
-                }
-            }
+            let found = pages_for_key(&pages, key);
+            let holding = found
+                .iter()
+                .filter(|p| p.covers(key) || layout == Layout::FullRewrite);
+            wanted.extend(holding.filter_map(|p| position(p)));
         }
         for (from, to) in &need.ranges {
             wanted.extend(
@@ -217,6 +251,28 @@ async fn load(
                     .filter(|(_, p)| p.overlaps(from, to))
                     .map(|(i, _)| i),
             );
+        }
+    }
+    let small: Vec<usize> = (0..pages.len())
+        .filter(|i| pages[*i].is_small(layout))
+        .collect();
+    let compact = small.len() > compact_at;
+    if compact {
+        let bases: Vec<Page> = pages
+            .iter()
+            .filter(|p| !p.is_small(layout))
+            .cloned()
+            .collect();
+        for &i in &small {
+            wanted.push(i);
+            let (min, max) = (&pages[i].min, &pages[i].max);
+            let mut targets: Vec<&Page> = bases
+                .iter()
+                .filter(|b| b.max.as_str() >= min.as_str() && b.min.as_str() <= max.as_str())
+                .collect();
+            targets.extend(pages_for_key(&bases, min));
+            targets.extend(pages_for_key(&bases, max));
+            wanted.extend(targets.into_iter().filter_map(&position));
         }
     }
     wanted.sort_unstable();
@@ -237,7 +293,9 @@ async fn load(
         loaded,
         pages,
         dirty: BTreeSet::new(),
+        dirty_by_ops: 0,
         now_us,
+        layout,
     };
     for (i, rows) in contents.iter().enumerate() {
         for row in rows.iter() {
@@ -245,18 +303,19 @@ async fn load(
             view.rows.insert(row.object_id.clone(), Some(row.clone()));
         }
     }
+    if compact {
+        view.compact();
+    }
     Ok(view)
 }
 
-/// The transaction rewriting the dirty pages of a view.
+/// The transaction rewriting the dirty pages of a view, and the new pages' paths and rows.
 async fn prepare(
     table: &Table,
-    snapshot: &Snapshot,
-    cache: &Arc<PageCache>,
     view: &mut View,
     needs: &[Needs],
     layout: Layout,
-) -> Result<tarn::Transaction> {
+) -> Result<(tarn::Transaction, Vec<(String, Arc<Vec<Row>>)>)> {
     let rows_per_page = layout.rows_per_page();
     let mut txn = table
         .transaction()
@@ -277,59 +336,26 @@ async fn prepare(
     }
     let loaded_adds: Vec<tarn::protocol::Add> = view.loaded.iter().map(|p| p.add.clone()).collect();
     txn.record_read_files(&loaded_adds);
-    // Each dirty page is rewritten on its own, so pages never overlap; one shrinking
-    // under a quarter of the page size takes the next page in, when there is one, so
-    // pages stay between a quarter and the whole of the page size.
+    // Each dirty page is rewritten on its own (split when over the page size), so base
+    // pages never overlap; new keys go to new files, small ones the next compaction
+    // folds into the base pages.
     let now_ms = view.now_us / 1000;
     let mut batches = Vec::new();
-    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut written: Vec<Arc<Vec<Row>>> = Vec::new();
     for page in view.dirty.clone() {
         let mut rows = rows_in(view, page);
         if let Some(i) = page {
-            if !taken.insert(view.loaded[i].add.path.clone()) {
-                continue;
-            }
             txn.remove_file(view.loaded[i].add.clone().into_remove(now_ms));
-            let path = view.loaded[i].add.path.clone();
-            let next = view
-                .pages
-                .iter()
-                .position(|p| p.add.path == path)
-                .and_then(|k| view.pages.get(k + 1))
-                .cloned();
-            if layout != Layout::FullRewrite
-                && rows.len() < rows_per_page / 4
-                && let Some(next) = next
-                && !taken.contains(&next.add.path)
-            {
-                // The next page's rows, with the edits of this batch applied if loaded.
-                let loaded = view.loaded.iter().position(|p| p.add.path == next.add.path);
-                let next_rows = match loaded {
-                    Some(k) => {
-                        view.dirty.remove(&Some(k));
-                        rows_in(view, Some(k))
-                    }
-                    None => {
-                        let read = spawn_page(cache, snapshot, &next.add);
-                        read.await
-                            .map_err(|_| CatalogError::Stopped)??
-                            .as_ref()
-                            .clone()
-                    }
-                };
-                txn.record_read_files(std::slice::from_ref(&next.add));
-                txn.remove_file(next.add.clone().into_remove(now_ms));
-                taken.insert(next.add.path.clone());
-                rows.extend(next_rows);
-            }
         }
         rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
         for page_rows in split(rows, rows_per_page) {
             batches.push(batch_of(&page_rows)?);
+            written.push(Arc::new(page_rows));
         }
     }
-    txn.write_files(batches).boxed().await?;
-    Ok(txn)
+    let adds = txn.write_files(batches).boxed().await?;
+    let written = adds.into_iter().map(|a| a.path).zip(written).collect();
+    Ok((txn, written))
 }
 
 /// Reads a page on a task of its own (owning what it needs, so the caller's future holds
@@ -351,6 +377,3 @@ fn rows_in(view: &View, page: Option<usize>) -> Vec<Row> {
         .filter_map(|(_, r)| r.clone())
         .collect()
 }
-
-/// A shared handle on the manifest's latest snapshot.
-pub(crate) type Manifest = Arc<tokio::sync::Mutex<Table>>;

@@ -31,15 +31,17 @@
 mod catalog;
 mod engine;
 mod error;
+mod loader;
 pub mod manifest;
 mod names;
 mod pages;
 mod reads;
 mod writes;
 
-pub use catalog::{Catalog, CatalogOptions, NamespaceInfo, TableInfo};
-pub use engine::Layout;
+pub use catalog::{Catalog, CatalogOptions, CatalogStats, NamespaceInfo, TableInfo};
 pub use error::{CatalogError, Result};
+pub use loader::LAYOUT_PROPERTY;
 pub use manifest::ObjectMetadata;
 pub use names::ObjectId;
+pub use pages::Layout;
 pub use reads::Listing;

@@ -19,6 +19,37 @@ use crate::manifest::{Row, rows_of};
 /// Decoded pages kept per catalog handle.
 const CACHED_PAGES: usize = 512;
 
+/// How the manifest is cut into files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// The whole manifest is one file, rewritten on every mutation with its indices
+    /// (Lance's directory namespace; the reference point).
+    FullRewrite,
+    /// Files of at most this many rows sorted by `object_id`; a mutation rewrites the file
+    /// holding its key (the default, 4,096 rows).
+    Paged {
+        /// Rows per file.
+        rows_per_page: usize,
+    },
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout::Paged {
+            rows_per_page: 4096,
+        }
+    }
+}
+
+impl Layout {
+    pub(crate) fn rows_per_page(self) -> usize {
+        match self {
+            Layout::FullRewrite => usize::MAX,
+            Layout::Paged { rows_per_page } => rows_per_page.max(1),
+        }
+    }
+}
+
 /// One data file of the manifest, with the key range its statistics give.
 #[derive(Debug, Clone)]
 pub(crate) struct Page {
@@ -27,12 +58,26 @@ pub(crate) struct Page {
     pub(crate) min: String,
     /// An upper bound of its keys.
     pub(crate) max: String,
+    /// Its rows, when its statistics say.
+    pub(crate) rows: Option<u64>,
 }
 
 impl Page {
     /// Whether the page may hold `key`.
     pub(crate) fn covers(&self, key: &str) -> bool {
         self.min.as_str() <= key && key <= self.max.as_str()
+    }
+
+    /// Whether the page is small in the paged layout (under a quarter of the page size,
+    /// and at least under two rows): new keys and shrunk pages, which a compaction folds
+    /// into the base pages.
+    pub(crate) fn is_small(&self, layout: Layout) -> bool {
+        match layout {
+            Layout::FullRewrite => false,
+            Layout::Paged { rows_per_page } => self
+                .rows
+                .is_some_and(|rows| rows < (rows_per_page / 4).max(2) as u64),
+        }
     }
 
     /// Whether the page may hold keys in `[from, to)`.
@@ -61,6 +106,7 @@ pub(crate) fn pages(snapshot: &Snapshot) -> Vec<Page> {
                 // Without statistics a file may hold any key.
                 min: bound("minValues").unwrap_or_default(),
                 max: bound("maxValues").unwrap_or_else(|| char::MAX.to_string()),
+                rows: stats.as_ref().and_then(|s| s["numRecords"].as_u64()),
             }
         })
         .collect();
@@ -114,16 +160,22 @@ impl PageCache {
         let mut rows = rows_of(&batch)?;
         rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
         let rows = Arc::new(rows);
+        self.insert(add.path.clone(), Arc::clone(&rows));
+        Ok(rows)
+    }
+
+    /// Keeps the rows of a page (sorted by key), dropping the oldest pages beyond the
+    /// cache's size.
+    pub(crate) fn insert(&self, path: String, rows: Arc<Vec<Row>>) {
         let mut held = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if held.0.insert(add.path.clone(), Arc::clone(&rows)).is_none() {
-            held.1.push_back(add.path.clone());
+        if held.0.insert(path.clone(), rows).is_none() {
+            held.1.push_back(path);
         }
         while held.1.len() > CACHED_PAGES {
             if let Some(old) = held.1.pop_front() {
                 held.0.remove(&old);
             }
         }
-        Ok(rows)
     }
 }
 

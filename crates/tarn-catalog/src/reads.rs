@@ -3,6 +3,8 @@
 //! full; full-text search over metadata and listing by type through the manifest's
 //! indices.
 
+use std::collections::BTreeSet;
+
 use arrow::array::{AsArray, RecordBatch};
 use tarn::expr::{col, lit, text_match};
 
@@ -10,7 +12,7 @@ use crate::catalog::Catalog;
 use crate::error::{CatalogError, Result};
 use crate::manifest::{NAMESPACE, TABLE};
 use crate::names::ObjectId;
-use crate::pages::pages;
+use crate::pages::{Page, pages};
 
 /// A page of a listing, and the token of the next one.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,30 +69,70 @@ impl Catalog {
             None => None,
         };
         let snapshot = self.snapshot().await?;
+        let layout = self.inner.manifest.layout()?;
         let start = after.clone().unwrap_or_else(|| from.clone());
+        let wanted = |key: &str, object_type: &str| {
+            key >= start.as_str()
+                && after.as_deref() != Some(key)
+                && key < to.as_str()
+                && object_type == kind
+                && parent.is_child_key(key)
+        };
+        let (small, base): (Vec<Page>, Vec<Page>) = pages(&snapshot)
+            .into_iter()
+            .filter(|p| p.overlaps(&start, &to))
+            .partition(|p| p.is_small(layout));
+        // Small pages (new keys) may fall anywhere in the range: read them all at once,
+        // then the base pages, which do not overlap, in key order until the page of
+        // results is full.
+        let mut found: BTreeSet<String> = BTreeSet::new();
+        let reads = small
+            .iter()
+            .map(|p| self.inner.pages.rows(&snapshot, &p.add));
+        for rows in futures::future::try_join_all(reads).await? {
+            found.extend(
+                rows.iter()
+                    .filter(|r| wanted(&r.object_id, &r.object_type))
+                    .map(|r| r.object_id.clone()),
+            );
+        }
         let mut ids = Vec::new();
-        let mut last = None;
-        for page in pages(&snapshot).iter().filter(|p| p.overlaps(&start, &to)) {
+        for (i, page) in base.iter().enumerate() {
             let rows = self.inner.pages.rows(&snapshot, &page.add).await?;
-            for row in rows.iter() {
-                let key = row.object_id.as_str();
-                if key < start.as_str()
-                    || after.as_deref() == Some(key)
-                    || key >= to.as_str()
-                    || row.object_type != kind
-                    || !parent.is_child_key(key)
-                {
-                    continue;
+            found.extend(
+                rows.iter()
+                    .filter(|r| wanted(&r.object_id, &r.object_type))
+                    .map(|r| r.object_id.clone()),
+            );
+            // Keys below the next base page's lower bound are complete.
+            let bound = base.get(i + 1).map(|p| p.min.clone());
+            while let Some(key) = found.first().cloned() {
+                if bound.as_ref().is_some_and(|b| key.as_str() >= b.as_str()) {
+                    break;
                 }
                 if ids.len() == limit {
                     return Ok(Listing {
+                        next: ids
+                            .last()
+                            .map(|l: &ObjectId| encode_token(&l.key(), parent, kind)),
                         ids,
-                        next: last.map(|l: String| encode_token(&l, parent, kind)),
                     });
                 }
-                ids.push(ObjectId::parse(key)?);
-                last = Some(key.to_string());
+                found.pop_first();
+                ids.push(ObjectId::parse(&key)?);
             }
+        }
+        // Without base pages, or past the last one: what is left, in order.
+        for key in found {
+            if ids.len() == limit {
+                return Ok(Listing {
+                    next: ids
+                        .last()
+                        .map(|l: &ObjectId| encode_token(&l.key(), parent, kind)),
+                    ids,
+                });
+            }
+            ids.push(ObjectId::parse(&key)?);
         }
         Ok(Listing { ids, next: None })
     }

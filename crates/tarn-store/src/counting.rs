@@ -243,6 +243,15 @@ impl<T: ObjectStore> fmt::Display for CountingStore<T> {
     }
 }
 
+/// Prints each request to standard error when `TARN_TRACE_REQUESTS` is set: a
+/// developer's view of what an operation asks of the store, in order.
+fn trace(operation: &str, path: &Path) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("TARN_TRACE_REQUESTS").is_some()) {
+        eprintln!("[store] {operation} {path}");
+    }
+}
+
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
 impl<T: ObjectStore> ObjectStore for CountingStore<T> {
@@ -252,6 +261,7 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
+        trace("put", location);
         let c = self.c();
         c.puts.fetch_add(1, Ordering::Relaxed);
         c.bytes_written
@@ -279,6 +289,7 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        trace(if options.head { "head" } else { "get" }, location);
         let c = self.c();
         let head = options.head;
         if head {
@@ -297,6 +308,7 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        trace("get ranges", location);
         let c = self.c();
         c.gets
             .fetch_add(coalesced_requests(ranges), Ordering::Relaxed);
@@ -335,6 +347,7 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        trace("list", prefix.unwrap_or(&Path::default()));
         let c = self.c();
         c.lists.fetch_add(1, Ordering::Relaxed);
         let finish = Finish {
@@ -355,6 +368,7 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
+        trace("list from", offset);
         let c = self.c();
         c.lists.fetch_add(1, Ordering::Relaxed);
         let finish = Finish {
@@ -371,6 +385,7 @@ impl<T: ObjectStore> ObjectStore for CountingStore<T> {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        trace("list /", prefix.unwrap_or(&Path::default()));
         let c = self.c();
         c.lists.fetch_add(1, Ordering::Relaxed);
         let depth = c.begin();

@@ -137,6 +137,8 @@ pub struct Snapshot {
     state: Arc<TableState>,
     /// Shared with every snapshot derived from this one.
     caches: Arc<Caches>,
+    /// The newest checkpoint this snapshot knows of (read, listed or started here).
+    checkpoint: Option<i64>,
 }
 
 /// Builds a [`Snapshot`]: the latest, or at a version, or at a timestamp.
@@ -289,7 +291,10 @@ impl Snapshot {
             state.apply_commit(location, actions);
         }
         let timestamp = commit_timestamp(listing, segment);
-        Self::from_state(location.clone(), segment.version, timestamp, state, None)
+        let mut snapshot =
+            Self::from_state(location.clone(), segment.version, timestamp, state, None)?;
+        snapshot.checkpoint = segment.checkpoint.as_ref().map(|c| c.version);
+        Ok(snapshot)
     }
 
     fn from_state(
@@ -327,7 +332,18 @@ impl Snapshot {
             partition_columns: Arc::new(partition_columns),
             state: Arc::new(state),
             caches: caches.unwrap_or_default(),
+            checkpoint: None,
         })
+    }
+
+    /// The newest checkpoint version this snapshot knows of.
+    pub(crate) fn known_checkpoint(&self) -> Option<i64> {
+        self.checkpoint
+    }
+
+    /// Records that a checkpoint exists (or is being written) at `version`.
+    pub(crate) fn note_checkpoint(&mut self, version: i64) {
+        self.checkpoint = self.checkpoint.max(Some(version));
     }
 
     /// The snapshot of a table just created with `actions` as version 0.
@@ -351,13 +367,15 @@ impl Snapshot {
     ) -> Result<Snapshot> {
         let mut state = (*self.state).clone();
         state.apply_commit(&self.location, actions);
-        Self::from_state(
+        let mut next = Self::from_state(
             self.location.clone(),
             version,
             timestamp,
             state,
             Some(Arc::clone(&self.caches)),
-        )
+        )?;
+        next.checkpoint = self.checkpoint;
+        Ok(next)
     }
 
     /// The snapshot at the newest version, reading only the commits after this one (one
@@ -392,13 +410,21 @@ impl Snapshot {
             .map(|c| c.meta.last_modified.timestamp_millis())
             .unwrap_or(self.timestamp)
             .max(self.timestamp + 1);
-        Self::from_state(
+        let mut refreshed = Self::from_state(
             self.location.clone(),
             latest,
             timestamp,
             state,
             Some(Arc::clone(&self.caches)),
-        )
+        )?;
+        refreshed.checkpoint = self.checkpoint.max(
+            listing
+                .checkpoints
+                .range(..=latest)
+                .next_back()
+                .map(|(v, _)| *v),
+        );
+        Ok(refreshed)
     }
 
     async fn at_timestamp(location: StoreLocation, timestamp_ms: i64) -> Result<Snapshot> {

@@ -77,7 +77,9 @@ impl InlineSegments {
             return Ok(());
         }
         txn.record_read_index_registry(REGISTRY_DOMAIN);
-        for (name, def) in &self.indices {
+        // The indices' segments are built and uploaded at once: one round trip, not one
+        // per index.
+        let builds = self.indices.iter().map(|(name, def)| async move {
             let files: Vec<FileColumn> =
                 match captured_columns.iter().position(|c| *c == def.column) {
                     Some(slot) => adds
@@ -94,7 +96,10 @@ impl InlineSegments {
                         .collect(),
                     None => read_column(snapshot, &def.column, adds.to_vec()).await?,
                 };
-            if let Some((domain, segment)) = build_segment(snapshot, name, def, files).await? {
+            build_segment(snapshot, name, def, files).await
+        });
+        for built in futures::future::join_all(builds).await {
+            if let Some((domain, segment)) = built? {
                 txn.set_domain_metadata(domain, segment_json(&segment)?);
             }
         }

@@ -51,18 +51,20 @@ impl fmt::Debug for CheckpointTask {
     }
 }
 
-/// Starts writing a checkpoint when the table's interval says one is due.
+/// Starts writing a checkpoint when one is due: at every multiple of the table's
+/// interval, and, when the newest checkpoint known is half an interval overdue, at any
+/// version (the process that committed the multiple may have exited before its
+/// background checkpoint landed, as short-lived writers do).
 pub(crate) fn maybe_checkpoint(
     snapshot: &Snapshot,
     clock: &Arc<dyn Clock>,
 ) -> Option<CheckpointTask> {
-    let interval = snapshot.properties().checkpoint_interval() as i64;
+    let interval = (snapshot.properties().checkpoint_interval() as i64).max(1);
     let version = snapshot.version();
+    let since = version - snapshot.known_checkpoint().unwrap_or(0);
+    let due = version % interval == 0 || since >= interval + (interval + 1) / 2;
     // V2 checkpoints are read but not written yet; such tables stay readable from commits.
-    if version == 0
-        || version % interval != 0
-        || snapshot.protocol().has_writer_feature("v2Checkpoint")
-    {
+    if version == 0 || !due || snapshot.protocol().has_writer_feature("v2Checkpoint") {
         return None;
     }
     let snapshot = snapshot.clone();

@@ -400,8 +400,11 @@ impl Transaction {
                 Ok(PutOutcome::Committed) => {
                     let mut all = vec![info];
                     all.extend(actions);
-                    let committed = base.with_commit(version, timestamp, all)?;
+                    let mut committed = base.with_commit(version, timestamp, all)?;
                     let checkpoint = maybe_checkpoint(&committed, &self.clock);
+                    if checkpoint.is_some() {
+                        committed.note_checkpoint(version);
+                    }
                     return Ok(CommitOutcome {
                         version,
                         attempts: attempt,

@@ -119,21 +119,8 @@ pub(crate) async fn write_files(
                 async move {
                     let file = file?;
                     let path = crate::paths::join_relative(&root, &file.relative)?;
-                    let size = file.bytes.len();
+                    let add = add_of(&file, now);
                     upload(store.as_ref(), &path, file.bytes).await?;
-                    let add = Add {
-                        path: uri_encode(&file.relative),
-                        partition_values: file.partition_values,
-                        size: size as i64,
-                        modification_time: now,
-                        data_change: true,
-                        stats: Some(file.stats),
-                        tags: None,
-                        deletion_vector: None,
-                        base_row_id: None,
-                        default_row_commit_version: None,
-                        clustering_provider: None,
-                    };
                     Ok::<_, Error>((add, file.rows as u64, file.captured))
                 }
             }
@@ -157,6 +144,93 @@ pub(crate) async fn write_files(
         written.captured.push(captured);
     }
     Ok(written)
+}
+
+/// The `add` action of an encoded file.
+fn add_of(file: &EncodedFile, modification_time: i64) -> Add {
+    Add {
+        path: uri_encode(&file.relative),
+        partition_values: file.partition_values.clone(),
+        size: file.bytes.len() as i64,
+        modification_time,
+        data_change: true,
+        stats: Some(file.stats.clone()),
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+        clustering_provider: None,
+    }
+}
+
+/// Data files encoded in memory but not uploaded yet: their `add` actions are final, so
+/// what depends on them (index segments) can be made while they upload.
+pub(crate) struct EncodedFiles {
+    pub(crate) written: WrittenFiles,
+    uploads: Vec<(Path, Bytes)>,
+}
+
+impl EncodedFiles {
+    /// Uploads the files, a few at once.
+    ///
+    /// Fails with [`Error::Store`] when an upload fails.
+    pub(crate) async fn upload(self, store: Arc<dyn ObjectStore>) -> Result<()> {
+        futures::stream::iter(self.uploads)
+            .map(|(path, bytes)| {
+                let store = Arc::clone(&store);
+                async move { upload(store.as_ref(), &path, bytes).await }.boxed()
+            })
+            .buffer_unordered(UPLOAD_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+}
+
+/// Encodes conformed batches as data files in memory (off the async threads), for a
+/// caller whose batches are in memory anyway, in the order of the batches;
+/// [`EncodedFiles::upload`] writes them.
+pub(crate) async fn encode_files(
+    location: &StoreLocation,
+    schema: &StructType,
+    partition_columns: &[PartitionColumn],
+    batches: Vec<RecordBatch>,
+    options: &FileWriteOptions,
+) -> Result<EncodedFiles> {
+    let mut encoded = EncodedFiles {
+        written: WrittenFiles::default(),
+        uploads: Vec::new(),
+    };
+    if batches.is_empty() {
+        return Ok(encoded);
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<EncodedFile>>(UPLOAD_CONCURRENCY);
+    let schema = schema.clone();
+    let partition_columns = partition_columns.to_vec();
+    let now = options.modification_time;
+    let options = options.clone();
+    let encoder = tokio::task::spawn_blocking(move || {
+        let result = encode(&schema, &partition_columns, batches, &options, &tx);
+        if let Err(e) = result {
+            let _ = tx.blocking_send(Err(e));
+        }
+    });
+    let files: Vec<EncodedFile> = tokio_stream_from(rx).try_collect().await?;
+    encoder.await.map_err(|source| Error::TaskFailed {
+        task: "encoding data files",
+        source,
+    })?;
+    // In the order encoded: batch by batch.
+    for file in files {
+        let path = crate::paths::join_relative(location.root(), &file.relative)?;
+        let add = add_of(&file, now);
+        encoded.written.rows += file.rows as u64;
+        encoded.written.bytes += add.size as u64;
+        encoded.written.adds.push(add);
+        encoded.written.captured.push(file.captured);
+        encoded.uploads.push((path, file.bytes));
+    }
+    Ok(encoded)
 }
 
 fn tokio_stream_from<T: Send + 'static>(

@@ -3,7 +3,10 @@
 
 use arrow::array::RecordBatch;
 
-use super::{FileWriteOptions, SchemaMode, prepare_batches, write_files};
+use std::sync::Arc;
+
+use super::files::encode_files;
+use super::{FileWriteOptions, SchemaMode, prepare_batches};
 use crate::error::Result;
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -13,7 +16,8 @@ use crate::txn::Transaction;
 impl Transaction {
     /// Writes each batch as its own data file (one per batch and partition, however large),
     /// with statistics, adds the files to the transaction with segments for the table's
-    /// inline indices, and returns their `add` actions. Nothing is committed until
+    /// inline indices, and returns their `add` actions, in the order of the batches. The
+    /// files upload while the segments are built. Nothing is committed until
     /// [`commit`](Transaction::commit); files of a transaction that never commits are
     /// orphans `vacuum` removes.
     ///
@@ -32,7 +36,7 @@ impl Transaction {
         )?;
         let inline = InlineSegments::of(&snapshot)?;
         let capture = inline.columns();
-        let written = write_files(
+        let encoded = encode_files(
             snapshot.location(),
             snapshot.schema(),
             snapshot.partition_columns(),
@@ -47,12 +51,18 @@ impl Transaction {
             },
         )
         .await?;
+        let written = encoded.written.clone();
         for add in &written.adds {
             self.add_file(add.clone());
         }
-        inline
-            .add_to(self, &snapshot, &written.adds, &capture, &written.captured)
-            .await?;
+        // The files upload while their index segments are built and uploaded.
+        let store = Arc::clone(snapshot.location().store());
+        let (uploaded, indexed) = futures::join!(
+            encoded.upload(store),
+            inline.add_to(self, &snapshot, &written.adds, &capture, &written.captured)
+        );
+        uploaded?;
+        indexed?;
         Ok(written.adds)
     }
 }

@@ -1,0 +1,215 @@
+//! The coordinator's plumbing, shared by the table and catalog modes: the store a worker
+//! sees (faults, latency, counting), starting worker processes and collecting their
+//! records, the JSON lines, and the kill loop of the torture runs.
+
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::ObjectStore;
+use tarn::StoreLocation;
+use tarn_bench::catalog::Rng;
+use tarn_bench::concurrency::{LevelSummary, OpRecord};
+use tarn_store::{
+    CountingStore, Fault, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
+    RequestCounter,
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::{Common, TortureArgs, WorkerArgs};
+
+/// Errors of the coordinator and its workers.
+pub(crate) type BoxError = Box<dyn std::error::Error>;
+
+/// The location as a worker sees it: faults, then latency, then counting.
+pub(crate) fn worker_location(
+    common: &Common,
+    fault_rate: f64,
+    fault_seed: u64,
+    seed: u64,
+) -> Result<(StoreLocation, RequestCounter), BoxError> {
+    let location = tarn_store::open(&common.url)?;
+    let mut store: Arc<dyn ObjectStore> = Arc::clone(location.store());
+    if fault_rate > 0.0 {
+        // Half the faults lose the acknowledgement of a PUT that landed.
+        let half = fault_rate / 2.0;
+        let faulty = FaultStore::new(store, fault_seed)
+            .with_rule(FaultRule::new(FaultOp::Put, Fault::FailAfter).probability(half))
+            .with_rule(
+                FaultRule::new(FaultOp::Put, Fault::FailBefore).probability(half / (1.0 - half)),
+            );
+        store = Arc::new(faulty);
+    }
+    let profile = LatencyProfile::by_name(&common.profile)?;
+    if profile.name != "none" {
+        store = Arc::new(LatencyStore::new(store, profile, seed));
+    }
+    let counting = CountingStore::new(store);
+    let counter = counting.counter();
+    Ok((location.with_store(Arc::new(counting)), counter))
+}
+
+/// Prints a record as a JSON line for the coordinator.
+pub(crate) fn print_record(record: &OpRecord) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", serde_json::to_string(record).unwrap_or_default());
+    let _ = out.flush();
+}
+
+/// The command starting one worker process.
+pub(crate) fn worker_command(common: &Common, worker: &WorkerArgs) -> Result<Command, BoxError> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .arg("worker")
+        .args(["--url", &common.url, "--profile", &common.profile])
+        .args(["--kind", worker.kind.name()])
+        .args([
+            "--id",
+            &worker.id.to_string(),
+            "--ops",
+            &worker.ops.to_string(),
+        ])
+        .args(["--fault-rate", &worker.fault_rate.to_string()])
+        .args(["--fault-seed", &worker.fault_seed.to_string()])
+        .args([
+            "--run",
+            &worker.run,
+            "--entries",
+            &worker.entries.to_string(),
+        ])
+        .args(["--start-at-ms", &worker.start_at_ms.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(op) = worker.op {
+        command.args(["--op", op.name()]);
+    }
+    if let Some(log) = &worker.ack_log {
+        command.arg("--ack-log").arg(log);
+    }
+    Ok(command)
+}
+
+/// Runs `workers` worker processes at once (numbered from 0, otherwise as `template`)
+/// and collects their records.
+pub(crate) async fn run_level(
+    common: &Common,
+    template: &WorkerArgs,
+    workers: usize,
+) -> Result<(Vec<OpRecord>, Duration), BoxError> {
+    let started = Instant::now();
+    let mut children: Vec<Child> = Vec::new();
+    for id in 0..workers {
+        let mut worker = template.clone();
+        worker.id = id;
+        children.push(worker_command(common, &worker)?.spawn()?);
+    }
+    let readers = children.iter_mut().map(|child| {
+        let stdout = child.stdout.take();
+        async move {
+            let mut records = Vec::new();
+            if let Some(stdout) = stdout {
+                let mut lines = BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Ok(record) = serde_json::from_str::<OpRecord>(&line) {
+                        records.push(record);
+                    }
+                }
+            }
+            records
+        }
+    });
+    let records: Vec<OpRecord> = futures::future::join_all(readers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    for child in &mut children {
+        let status = child.wait().await?;
+        if !status.success() {
+            return Err(format!("a {} worker exited with {status}", template.kind.name()).into());
+        }
+    }
+    Ok((records, started.elapsed()))
+}
+
+/// Where summaries go as JSON lines, if anywhere.
+pub(crate) fn json_sink(common: &Common) -> Result<Option<std::fs::File>, BoxError> {
+    Ok(match &common.json {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)?,
+        ),
+        None => None,
+    })
+}
+
+/// Appends a summary with extra fields (profile, layout, ...) as one JSON line.
+pub(crate) fn write_summary(
+    sink: Option<&mut std::fs::File>,
+    summary: &LevelSummary,
+    extra: &[(&str, serde_json::Value)],
+) -> Result<(), BoxError> {
+    if let Some(file) = sink {
+        let mut value = serde_json::to_value(summary)?;
+        if let Some(map) = value.as_object_mut() {
+            for (k, v) in extra {
+                map.insert((*k).to_string(), v.clone());
+            }
+        }
+        writeln!(file, "{value}")?;
+    }
+    Ok(())
+}
+
+/// Runs writers to the end while killing one at random now and then (SIGKILL: no chance
+/// to finish anything) and starting it again. `spawn(id, restart)` starts writer `id`.
+/// Returns the kills made.
+pub(crate) async fn kill_loop(
+    torture: &TortureArgs,
+    spawn: impl Fn(usize, u64) -> Result<Child, BoxError>,
+) -> Result<usize, BoxError> {
+    let writers = torture.writers;
+    let mut rng = Rng(torture.seed);
+    let mut children: Vec<Option<Child>> = (0..writers)
+        .map(|id| spawn(id, 0).map(Some))
+        .collect::<Result<_, _>>()?;
+    let mut restarts = vec![0u64; writers];
+    let mut kills = 0usize;
+    loop {
+        // Reap finished writers.
+        for slot in children.iter_mut() {
+            if let Some(child) = slot
+                && let Some(status) = child.try_wait()?
+            {
+                if !status.success() {
+                    return Err(format!("a writer exited with {status}").into());
+                }
+                *slot = None;
+            }
+        }
+        let running: Vec<usize> = (0..writers).filter(|i| children[*i].is_some()).collect();
+        if running.is_empty() {
+            return Ok(kills);
+        }
+        let span = torture.kill_max_ms.saturating_sub(torture.kill_min_ms) + 1;
+        let wait = torture.kill_min_ms + rng.next_u64() % span;
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        if kills < torture.max_kills {
+            let victim = running[rng.below(running.len())];
+            if let Some(child) = children[victim].as_mut()
+                && child.try_wait()?.is_none()
+            {
+                child.kill().await?;
+                kills += 1;
+                restarts[victim] += 1;
+                children[victim] = Some(spawn(victim, restarts[victim])?);
+            }
+        }
+    }
+}

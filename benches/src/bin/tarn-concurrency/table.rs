@@ -1,0 +1,312 @@
+//! The table modes: many processes appending to one table, reading it cold or warm, and
+//! the exactly-once torture run.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use tarn::{Error, Snapshot, Table};
+use tarn_bench::catalog::error_kind;
+use tarn_bench::concurrency::{Ack, OpRecord, summarise, table_header, table_row};
+
+use crate::levels::{
+    BoxError, json_sink, kill_loop, print_record, run_level, worker_command, worker_location,
+    write_summary,
+};
+use crate::{Common, Levels, TortureArgs, WorkerArgs, WorkerKind};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("writer", DataType::Int64, false),
+        Field::new("bucket", DataType::Int64, false),
+    ]))
+}
+
+fn rows(
+    writer: i64,
+    ids: std::ops::Range<i64>,
+    buckets: i64,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let ids: Vec<i64> = ids.collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(ids.clone())),
+            Arc::new(Int64Array::from(vec![writer; ids.len()])),
+            Arc::new(Int64Array::from(
+                ids.iter().map(|i| i % buckets.max(1)).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+}
+
+async fn create_table(url: &str, partitioned: bool) -> Result<Table, BoxError> {
+    let mut create = Table::create(url).with_arrow_schema(&schema());
+    if partitioned {
+        create = create.with_partition_columns(["bucket"]);
+    }
+    Ok(create.execute().await?)
+}
+
+pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(), BoxError> {
+    let WorkerArgs {
+        kind,
+        id,
+        ops,
+        fault_rate,
+        fault_seed,
+        ack_log,
+        ..
+    } = worker;
+    let (location, counter) =
+        worker_location(&common, fault_rate, fault_seed, id as u64 + fault_seed)?;
+    let base_id = id as i64 * 1_000_000;
+    match kind {
+        WorkerKind::Write => {
+            let mut table = Table::open_location(location).await?;
+            for n in 0..ops {
+                counter.reset();
+                let started = Instant::now();
+                let result = table
+                    .append([rows(id as i64, base_id + n * 10..base_id + n * 10 + 10, 1)?])
+                    .await;
+                let counts = counter.take();
+                print_record(&OpRecord {
+                    worker: id,
+                    op: kind.name().into(),
+                    ok: result.is_ok(),
+                    latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                    attempts: result.as_ref().map_or(0, |o| o.commit.attempts),
+                    conflict: matches!(result, Err(Error::Conflict { .. })),
+                    requests: counts.requests(),
+                    round_trips: counts.critical_path,
+                    version: result.as_ref().map_or(-1, |o| o.commit.version),
+                    error: result.as_ref().err().map(ToString::to_string),
+                    error_kind: result.as_ref().err().map(error_kind),
+                    peak_rss_mib: None,
+                    end_unix_ms: None,
+                });
+                if result.is_err() {
+                    table.refresh().await?;
+                }
+            }
+        }
+        WorkerKind::ColdRead | WorkerKind::WarmRead => {
+            let mut snapshot = Snapshot::builder(location.clone()).build().await?;
+            for _ in 0..ops {
+                counter.reset();
+                let started = Instant::now();
+                let result = if kind == WorkerKind::ColdRead {
+                    Snapshot::builder(location.clone()).build().await
+                } else {
+                    snapshot.refresh().await
+                };
+                let counts = counter.take();
+                print_record(&OpRecord {
+                    worker: id,
+                    op: kind.name().into(),
+                    ok: result.is_ok(),
+                    latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                    attempts: 0,
+                    conflict: false,
+                    requests: counts.requests(),
+                    round_trips: counts.critical_path,
+                    version: result.as_ref().map_or(-1, Snapshot::version),
+                    error: result.as_ref().err().map(ToString::to_string),
+                    error_kind: result.as_ref().err().map(error_kind),
+                    peak_rss_mib: None,
+                    end_unix_ms: None,
+                });
+                if let Ok(s) = result {
+                    snapshot = s;
+                }
+            }
+        }
+        WorkerKind::ExactlyOnce => {
+            let log_path = ack_log.ok_or("an exactly-once writer needs --ack-log")?;
+            let done: BTreeSet<i64> = std::fs::read_to_string(&log_path)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Ack>(l).ok())
+                .map(|a| a.n)
+                .collect();
+            let mut log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)?;
+            let app_id = format!("writer-{id}");
+            let mut table = loop {
+                match Table::open_location(location.clone()).await {
+                    Ok(t) => break t,
+                    Err(e) => {
+                        eprintln!("worker {id}: open failed, retrying: {e}");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            };
+            for n in (0..ops).filter(|n| !done.contains(n)) {
+                loop {
+                    let batch = rows(id as i64, base_id + n * 10..base_id + n * 10 + 5, 1)?;
+                    match table
+                        .write([batch])
+                        .app_transaction(&app_id, n)
+                        .execute()
+                        .await
+                    {
+                        Ok(outcome) => {
+                            let ack = Ack {
+                                writer: id,
+                                n,
+                                txn_id: outcome.commit.txn_id.clone(),
+                                version: outcome.commit.version,
+                                skipped: outcome.skipped,
+                            };
+                            writeln!(log, "{}", serde_json::to_string(&ack)?)?;
+                            log.sync_all()?;
+                            break;
+                        }
+                        Err(e) => {
+                            eprintln!("worker {id}: write {n} failed, retrying: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            let _ = table.refresh().await;
+                        }
+                    }
+                }
+            }
+        }
+        other => return Err(format!("{} is not a table worker", other.name()).into()),
+    }
+    Ok(())
+}
+
+/// Runs one table mode at every level.
+pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxError> {
+    let mut json = json_sink(&levels.common)?;
+    println!(
+        "{} (profile {}, {} ops per worker, {})",
+        kind.name(),
+        levels.common.profile,
+        levels.ops,
+        levels.common.url
+    );
+    println!("{}", table_header());
+    for &workers in &levels.levels {
+        let mut common = levels.common.clone();
+        if kind == WorkerKind::Write {
+            // A fresh table per level, so every level starts from the same log.
+            common.url = format!(
+                "{}/level-{workers}-{}",
+                common.url.trim_end_matches('/'),
+                uuid::Uuid::new_v4().simple()
+            );
+            create_table(&common.url, false).await?;
+        } else if Table::open(&common.url).await.is_err() {
+            return Err(format!(
+                "no table at {}: run `tarn-concurrency seed` first",
+                common.url
+            )
+            .into());
+        }
+        // Warm readers refresh while one writer commits, so refreshes have work to do.
+        let writer = if kind == WorkerKind::WarmRead {
+            Some(
+                worker_command(&common, &template(WorkerKind::Write, 999, levels.ops))?
+                    .stdout(Stdio::null())
+                    .spawn()?,
+            )
+        } else {
+            None
+        };
+        let (records, wall) = run_level(&common, &template(kind, 0, levels.ops), workers).await?;
+        if let Some(mut w) = writer {
+            w.wait().await?;
+        }
+        let summary = summarise(kind.name(), workers, &records, wall);
+        println!("{}", table_row(&summary));
+        write_summary(
+            json.as_mut(),
+            &summary,
+            &[("profile", levels.common.profile.clone().into())],
+        )?;
+    }
+    Ok(())
+}
+
+/// Creates the table the read modes read.
+pub(crate) async fn seed(common: Common, files: usize, commits: usize) -> Result<(), BoxError> {
+    let started = Instant::now();
+    let per_commit = files.div_ceil(commits.max(1)) as i64;
+    let mut table = create_table(&common.url, true).await?;
+    let mut next = 0i64;
+    for _ in 0..commits {
+        // One file per bucket: `per_commit` buckets of one row each.
+        let outcome = table
+            .append([rows(0, next..next + per_commit, per_commit)?])
+            .await?;
+        next += per_commit;
+        // A short-lived process waits for its checkpoints, or exits before they land.
+        if let Some(task) = outcome.commit.checkpoint {
+            task.wait().await?;
+        }
+    }
+    println!(
+        "seeded {} with {} files in {} commits in {:.1} s",
+        common.url,
+        table.snapshot().file_count(),
+        table.version(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A worker's arguments with no faults and no catalog operation.
+fn template(kind: WorkerKind, id: usize, ops: i64) -> WorkerArgs {
+    WorkerArgs {
+        kind,
+        id,
+        ops,
+        fault_rate: 0.0,
+        fault_seed: 0,
+        ack_log: None,
+        op: None,
+        run: String::new(),
+        entries: 0,
+        start_at_ms: 0,
+    }
+}
+
+/// Exactly-once writers with injected faults, killed and restarted at random.
+pub(crate) async fn torture(torture: TortureArgs, commits: i64) -> Result<(), BoxError> {
+    let common = &torture.common;
+    std::fs::create_dir_all(&torture.ack_dir)?;
+    if Table::open(&common.url).await.is_err() {
+        create_table(&common.url, false).await?;
+    }
+    let started = Instant::now();
+    let spawn = |id: usize, restart: u64| -> Result<tokio::process::Child, BoxError> {
+        let mut worker = template(WorkerKind::ExactlyOnce, id, commits);
+        worker.fault_rate = torture.fault_rate;
+        worker.fault_seed = torture.seed * 1000 + id as u64 * 100 + restart;
+        worker.ack_log = Some(torture.ack_dir.join(format!("writer-{id}.jsonl")));
+        let mut command = worker_command(common, &worker)?;
+        command.stdout(Stdio::null());
+        Ok(command.spawn()?)
+    };
+    let kills = kill_loop(&torture, spawn).await?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "writers": torture.writers,
+            "commits_per_writer": commits,
+            "fault_rate": torture.fault_rate,
+            "kills": kills,
+            "seconds": started.elapsed().as_secs_f64(),
+        })
+    );
+    Ok(())
+}

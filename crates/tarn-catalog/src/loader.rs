@@ -1,0 +1,135 @@
+//! A catalog handle's manifest table: loaded on first use (so opening a catalog costs
+//! nothing, and the first read loads the newest state), created when the root holds none,
+//! with the layout it was created with.
+
+use std::sync::OnceLock;
+
+use tarn::{IndexKind, Snapshot, StoreLocation, Table};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+
+use crate::catalog::CatalogOptions;
+use crate::error::{CatalogError, Result};
+use crate::manifest::schema;
+use crate::pages::Layout;
+
+/// The manifest of one catalog handle.
+pub(crate) struct Manifest {
+    location: StoreLocation,
+    options: CatalogOptions,
+    table: Mutex<Option<Table>>,
+    layout: OnceLock<Layout>,
+}
+
+impl Manifest {
+    pub(crate) fn new(location: StoreLocation, options: CatalogOptions) -> Self {
+        Self {
+            location,
+            options,
+            table: Mutex::new(None),
+            layout: OnceLock::new(),
+        }
+    }
+
+    /// The manifest table, locked, and whether this call loaded it (so it is as new as a
+    /// refresh would make it).
+    ///
+    /// Fails when the manifest cannot be read or created.
+    pub(crate) async fn lock(&self) -> Result<(MappedMutexGuard<'_, Table>, bool)> {
+        let mut guard = self.table.lock().await;
+        let loaded = guard.is_none();
+        if loaded {
+            let table = match Table::open_location(self.location.clone()).await {
+                Ok(table) => table,
+                Err(tarn::Error::TableNotFound { .. }) => {
+                    create_manifest(self.location.clone(), &self.options).await?
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let layout = stored_layout(table.snapshot())?;
+            let _ = self.layout.set(layout);
+            *guard = Some(table);
+        }
+        let table = MutexGuard::try_map(guard, Option::as_mut).map_err(|_| {
+            CatalogError::InvalidManifest {
+                reason: "the manifest was not loaded".into(),
+            }
+        })?;
+        Ok((table, loaded))
+    }
+
+    /// The layout the manifest records (known once loaded).
+    ///
+    /// Fails before the manifest has been loaded.
+    pub(crate) fn layout(&self) -> Result<Layout> {
+        self.layout
+            .get()
+            .copied()
+            .ok_or_else(|| CatalogError::InvalidManifest {
+                reason: "the manifest was not loaded".into(),
+            })
+    }
+}
+
+async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> Result<Table> {
+    let created = Table::create_at(location.clone())
+        .with_arrow_schema(&schema())
+        .with_property("delta.checkpointInterval", "10")
+        .with_property(LAYOUT_PROPERTY, layout_text(options.layout))
+        .execute()
+        .await;
+    let mut table = match created {
+        Ok(table) => table,
+        // Another process created it first.
+        Err(tarn::Error::TableAlreadyExists { .. }) => {
+            return Ok(Table::open_location(location).await?);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if options.indices {
+        for (column, kind) in [
+            ("object_id", IndexKind::BTree),
+            ("object_type", IndexKind::Bitmap),
+            ("metadata", IndexKind::FullText),
+        ] {
+            match table.create_index(column).kind(kind).execute().await {
+                Ok(_) | Err(tarn::Error::IndexAlreadyExists { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// The manifest's table property recording its layout: `full-rewrite` or
+/// `paged:<rows per page>`.
+pub const LAYOUT_PROPERTY: &str = "tarn.catalog.layout";
+
+fn layout_text(layout: Layout) -> String {
+    match layout {
+        Layout::FullRewrite => "full-rewrite".into(),
+        Layout::Paged { rows_per_page } => format!("paged:{}", rows_per_page.max(1)),
+    }
+}
+
+/// The layout a manifest was created with (paged, 4,096 rows, when it records none).
+fn stored_layout(snapshot: &Snapshot) -> Result<Layout> {
+    let text = snapshot
+        .metadata()
+        .configuration
+        .get(LAYOUT_PROPERTY)
+        .cloned()
+        .flatten();
+    let Some(text) = text else {
+        return Ok(Layout::default());
+    };
+    if text == "full-rewrite" {
+        return Ok(Layout::FullRewrite);
+    }
+    text.strip_prefix("paged:")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .map(|rows_per_page| Layout::Paged { rows_per_page })
+        .ok_or_else(|| CatalogError::InvalidManifest {
+            reason: format!("unknown layout {text:?} in {LAYOUT_PROPERTY}"),
+        })
+}
