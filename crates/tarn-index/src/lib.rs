@@ -5,7 +5,7 @@
 //! holding a file ordinal (high 32 bits) and a row number in that file (low 32 bits), see
 //! [`row_address`]. Each kind builds from a stream of Arrow arrays with their row
 //! addresses, serialises into one object with a format version, checksums and a
-//! documented layout (see [`format`]), opens from an object store, and answers a query
+//! documented layout (see [`mod@format`]), opens from an object store, and answers a query
 //! with a [`RoaringTreemap`] of row addresses:
 //!
 //! - [`btree`]: sorted `(value, address)` pairs in pages of a fixed row count, with a

@@ -5,10 +5,10 @@
 //! along and otherwise ignore it. Each segment is one immutable object under
 //! `_tarn_index/<name>/`. An `inline` index gets a segment for the data files of every
 //! commit that adds some, in the same commit; a `deferred` one is caught up by
-//! [`Table::optimize_indices`]. Indices never change the rows a scan returns: hits in
-//! files no longer live are dropped, deletion vectors apply after the lookup, files no
-//! segment covers fall back to statistics, and the whole predicate is still evaluated on
-//! the rows read.
+//! [`Table::optimize_indices`](crate::Table::optimize_indices). Indices never change the
+//! rows a scan returns: hits in files no longer live are dropped, deletion vectors apply
+//! after the lookup, files no segment covers fall back to statistics, and the whole
+//! predicate is still evaluated on the rows read.
 
 mod build;
 mod ddl;
