@@ -139,20 +139,22 @@ async fn seed_info(common: &Common) -> Result<serde_json::Value, BoxError> {
 
 /// Runs one catalog mode and operation at every level.
 pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), BoxError> {
-    let (levels, op) = (l.levels, l.op);
+    let (levels, op, level_ops) = (l.levels, l.op, l.level_ops);
     let common = &levels.common;
     let info = seed_info(common).await?;
     let entries = info["entries"].as_u64().unwrap_or(0) as usize;
     let mut json = json_sink(common)?;
     println!(
-        "{} {} (profile {}, {} entries, layout {}, indices {}, {} ops per worker, {})",
+        "{} {} (profile {}, {} entries, layout {}, indices {}, {}, {})",
         kind.name(),
         op,
         common.profile,
         entries,
         info["layout"],
         info["indices"],
-        levels.ops,
+        level_ops.map_or(format!("{} ops per worker", levels.ops), |n| format!(
+            "{n} ops per level"
+        )),
         common.url
     );
     println!("{}", table_header());
@@ -160,10 +162,13 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
         // Workers start their timed operations together, once all have opened.
         let startup_ms = 3_000 + 40 * workers as u64;
         let start_at = unix_ms() as u64 + startup_ms;
+        let ops = level_ops.map_or(levels.ops, |total| {
+            (total.max(0) as usize).div_ceil(workers.max(1)).max(2) as i64
+        });
         let template = WorkerArgs {
             kind,
             id: 0,
-            ops: levels.ops,
+            ops,
             fault_rate: 0.0,
             fault_seed: 0,
             ack_log: None,

@@ -76,6 +76,10 @@ pub(crate) struct CatalogLevels {
     /// The operation.
     #[arg(long, value_enum)]
     pub(crate) op: CatalogOp,
+    /// Operations per level, shared by its workers (each does at least 2); overrides
+    /// `--ops`, so high levels do not take hours.
+    #[arg(long)]
+    pub(crate) level_ops: Option<i64>,
 }
 
 /// The kind of work a worker process does.
