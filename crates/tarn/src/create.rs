@@ -142,7 +142,7 @@ impl CreateBuilder {
         };
         validate_schema(&schema)?;
         validate_partition_columns(&schema, &self.partition_columns)?;
-        if let Some(version) = crate::snapshot::latest_version(&location).await? {
+        if let Some(version) = crate::log::versions::latest_version(&location).await? {
             return Err(Error::TableAlreadyExists {
                 url: location.url().to_string(),
                 version,

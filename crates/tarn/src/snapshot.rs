@@ -10,6 +10,7 @@ use tarn_store::StoreLocation;
 use crate::cache::Caches;
 use crate::error::{Error, Result};
 use crate::log::checkpoint::read_checkpoint;
+use crate::log::versions::{commit_timestamps, in_commit_timestamp};
 use crate::log::{
     CommitFile, LogListing, LogSegment, list_log, read_commit, read_commits, read_last_checkpoint,
 };
@@ -673,29 +674,6 @@ fn commit_timestamp(listing: &LogListing, segment: &LogSegment) -> i64 {
         .unwrap_or(0)
 }
 
-/// Commit modification times by version, adjusted so that they increase with the version
-/// (a commit older than its predecessor counts as 1 ms after it), as Delta does.
-pub(crate) fn commit_timestamps(listing: &LogListing) -> BTreeMap<i64, i64> {
-    let mut out = BTreeMap::new();
-    let mut previous = i64::MIN;
-    for (version, meta) in &listing.commits {
-        let ts = meta
-            .last_modified
-            .timestamp_millis()
-            .max(previous.saturating_add(1));
-        out.insert(*version, ts);
-        previous = ts;
-    }
-    out
-}
-
-fn in_commit_timestamp(actions: &[Action]) -> Option<i64> {
-    actions.iter().find_map(|a| match a {
-        Action::CommitInfo(ci) => ci.in_commit_timestamp,
-        _ => None,
-    })
-}
-
 fn partition_columns(schema: &StructType, metadata: &Metadata) -> Result<Vec<PartitionColumn>> {
     metadata
         .partition_columns
@@ -719,16 +697,4 @@ fn partition_columns(schema: &StructType, metadata: &Metadata) -> Result<Vec<Par
             })
         })
         .collect()
-}
-
-/// Lists every version the log still holds, with commit timestamps; used for history.
-pub(crate) async fn list_versions(location: &StoreLocation) -> Result<BTreeMap<i64, i64>> {
-    let listing = list_log(location.store().as_ref(), location.root(), 0).await?;
-    Ok(commit_timestamps(&listing))
-}
-
-/// The newest version the log holds, if it holds any.
-pub(crate) async fn latest_version(location: &StoreLocation) -> Result<Option<i64>> {
-    let listing = list_log(location.store().as_ref(), location.root(), 0).await?;
-    Ok(listing.latest_version())
 }

@@ -129,7 +129,7 @@ impl Table {
 
     /// The versions the log holds, with their commit timestamps (ms), oldest first.
     pub async fn versions(&self) -> Result<Vec<(i64, i64)>> {
-        Ok(crate::snapshot::list_versions(self.location())
+        Ok(crate::log::versions::list_versions(self.location())
             .await?
             .into_iter()
             .collect())

@@ -17,6 +17,7 @@ use object_store::path::Path;
 use crate::error::{Error, Result};
 use crate::index::meta::INDEX_DIR;
 use crate::index::referenced_objects;
+use crate::log::versions::commit_timestamps;
 use crate::log::{CommitFile, list_log, read_commits};
 use crate::paths;
 use crate::protocol::Action;
@@ -24,7 +25,6 @@ use crate::protocol::DeletionVectorDescriptor;
 use crate::protocol::features::ensure_writable;
 use crate::protocol::names::DELTA_LOG_DIR;
 use crate::snapshot::Snapshot;
-use crate::snapshot::commit_timestamps;
 use crate::table::Table;
 
 /// What a vacuum deleted (or, in a dry run, would delete).

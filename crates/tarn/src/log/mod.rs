@@ -4,6 +4,7 @@
 pub(crate) mod checkpoint;
 #[cfg(test)]
 mod robustness;
+pub(crate) mod versions;
 
 use std::collections::BTreeMap;
 
