@@ -8,8 +8,10 @@
 //! and each operation decides anew (a create finds the name taken, a drop finds it gone).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use futures::FutureExt;
 use tarn::expr::{col, lit};
@@ -20,8 +22,27 @@ use crate::error::{CatalogError, Result};
 use crate::manifest::{Row, batch_of};
 use crate::pages::{Layout, Page, PageCache, pages, pages_for_key, split};
 
-/// Times a batch re-reads the manifest after a conflict before giving up.
-const ATTEMPTS: u32 = 64;
+/// Times a batch re-reads the manifest after a conflict before giving up. Writers that
+/// all change one page (drops in a small catalog) win one at a time, so under hundreds of
+/// writers a batch may lose many rounds before it wins; the backoff below spreads them.
+const ATTEMPTS: u32 = 512;
+
+/// The most a rerun waits before re-reading the manifest.
+const MAX_RERUN_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The jittered wait before rerun `attempt` (1-based): none for the first (a lost race is
+/// usually one winner), then a random share of a cap that doubles from 20 ms, so writers
+/// that keep colliding on one page stop retrying in lockstep.
+fn rerun_backoff(attempt: u32) -> Duration {
+    if attempt < 2 {
+        return Duration::ZERO;
+    }
+    let cap = Duration::from_millis(20)
+        .saturating_mul(1u32 << (attempt - 2).min(10))
+        .min(MAX_RERUN_BACKOFF);
+    let random = std::hash::RandomState::new().build_hasher().finish();
+    cap.mul_f64((random % 10_000) as f64 / 10_000.0)
+}
 
 /// What an operation reads: exact keys, and key ranges `[from, to)`.
 #[derive(Debug, Clone, Default)]
@@ -212,6 +233,7 @@ pub(crate) async fn run_batch(
             }
             Err(TarnError::Conflict { .. }) if attempt < ATTEMPTS => {
                 stats.reruns.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(rerun_backoff(attempt)).await;
                 table.refresh().boxed().await?;
                 refreshed = true;
             }
@@ -376,4 +398,18 @@ fn rows_in(view: &View, page: Option<usize>) -> Vec<Row> {
         .filter(|(k, _)| view.home.get(*k).copied() == Some(page))
         .filter_map(|(_, r)| r.clone())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rerun_backoff_starts_at_zero_and_stays_under_its_cap() {
+        assert_eq!(rerun_backoff(1), Duration::ZERO);
+        for attempt in 2..ATTEMPTS {
+            assert!(rerun_backoff(attempt) <= MAX_RERUN_BACKOFF);
+        }
+        assert!(rerun_backoff(2) <= Duration::from_millis(20));
+    }
 }
