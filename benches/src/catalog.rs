@@ -283,19 +283,35 @@ fn hash(text: &str) -> u64 {
     })
 }
 
-/// Makes what a target needs before it is timed: the table a drop or rename works on.
+/// Makes what the operations on `targets` need before they are timed: the tables a
+/// drop or rename acts on, declared in one import (so the setup of many workers does
+/// not race itself).
 ///
-/// Fails as [`Catalog::declare_table`] does.
+/// Fails as the import does.
 pub async fn prepare(
     catalog: &Catalog,
     op: CatalogOp,
-    target: &Target,
+    targets: &[Target],
 ) -> Result<(), CatalogError> {
-    if matches!(op, CatalogOp::DropTable | CatalogOp::RenameTable) {
-        catalog
-            .declare_table(&target.id, ObjectMetadata::default())
-            .await?;
+    if !matches!(op, CatalogOp::DropTable | CatalogOp::RenameTable) || targets.is_empty() {
+        return Ok(());
     }
+    let now = catalog.now();
+    let rows = targets
+        .iter()
+        .map(|t| Row {
+            object_id: t.id.key(),
+            object_type: TABLE.into(),
+            location: None,
+            metadata: ObjectMetadata {
+                declared: true,
+                ..ObjectMetadata::default()
+            },
+            created_at: now,
+            updated_at: now,
+        })
+        .collect();
+    catalog.import(rows).await?;
     Ok(())
 }
 

@@ -161,11 +161,10 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
     for &workers in &levels.levels {
         // Workers start their timed operations together, once all have opened.
         let startup_ms = 3_000 + 40 * workers as u64;
-        let start_at = unix_ms() as u64 + startup_ms;
         let ops = level_ops.map_or(levels.ops, |total| {
             (total.max(0) as usize).div_ceil(workers.max(1)).max(2) as i64
         });
-        let template = WorkerArgs {
+        let mut template = WorkerArgs {
             kind,
             id: 0,
             ops,
@@ -175,8 +174,23 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
             op: Some(op),
             run: format!("{:06x}", uuid::Uuid::new_v4().as_u128() & 0xff_ffff),
             entries,
-            start_at_ms: start_at,
+            start_at_ms: 0,
         };
+        // What the workers will act on exists before any of them starts.
+        let catalog = open(tarn_store::open(&common.url)?).await?;
+        let mut all = Vec::new();
+        for id in 0..workers {
+            all.extend(targets(
+                op,
+                Shape::of(entries),
+                &template.run,
+                id,
+                ops as usize,
+            )?);
+        }
+        prepare(&catalog, op, &all).await?;
+        let start_at = unix_ms() as u64 + startup_ms;
+        template.start_at_ms = start_at;
         let (records, wall) = run_level(common, &template, workers).await?;
         // The span of the timed operations, from the common start to the last end.
         let span = records
@@ -228,9 +242,6 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         worker.ops.max(0) as usize,
     )?;
     let catalog = open(location.clone()).await?;
-    for target in &targets {
-        prepare(&catalog, op, target).await?;
-    }
     if worker.kind == WorkerKind::CatalogWarmRead
         && let Some(first) = targets.first()
     {
