@@ -14,6 +14,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use clap::ValueEnum;
 use tarn_catalog::manifest::{NAMESPACE, Row, TABLE};
 use tarn_catalog::{Catalog, CatalogError, ObjectId, ObjectMetadata};
+use tarn_store::SplitMix64;
 
 /// Tables per namespace at most.
 const TABLES_PER_NAMESPACE: usize = 100_000;
@@ -186,18 +187,19 @@ pub async fn seed(catalog: &Catalog, shape: Shape) -> Result<usize, CatalogError
     Ok(shape.entries())
 }
 
-/// A small deterministic generator (SplitMix64), so runs pick the same names.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
+/// A small deterministic generator (tarn-store's SplitMix64), so runs pick the same names.
+#[derive(Debug)]
+pub struct Rng(SplitMix64);
 
 impl Rng {
+    /// A generator started from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(SplitMix64(seed))
+    }
+
     /// The next value.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A value in `0..n` (n > 0).
@@ -227,7 +229,7 @@ pub fn targets(
     worker: usize,
     ops: usize,
 ) -> Result<Vec<Target>, CatalogError> {
-    let mut rng = Rng(0x5EED ^ ((worker as u64) << 20) ^ hash(run));
+    let mut rng = Rng::new(0x5EED ^ ((worker as u64) << 20) ^ hash(run));
     let mut out = Vec::with_capacity(ops);
     for n in 0..ops {
         let k = rng.below(shape.namespaces);

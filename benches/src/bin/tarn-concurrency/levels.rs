@@ -175,7 +175,7 @@ pub(crate) async fn kill_loop(
     spawn: impl Fn(usize, u64) -> Result<Child, BoxError>,
 ) -> Result<usize, BoxError> {
     let writers = torture.writers;
-    let mut rng = Rng(torture.seed);
+    let mut rng = Rng::new(torture.seed);
     let mut children: Vec<Option<Child>> = (0..writers)
         .map(|id| spawn(id, 0).map(Some))
         .collect::<Result<_, _>>()?;
