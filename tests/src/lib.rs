@@ -15,6 +15,7 @@ pub mod minio;
 pub mod python;
 pub mod rows;
 pub mod spark;
+pub mod torture;
 
 use std::path::PathBuf;
 

@@ -33,11 +33,9 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
     let server = tarn_tests::minio::s3();
     let url = server.url(&tarn_tests::unique("catalog-torture"));
     let acks = tempfile::tempdir().unwrap();
-    let seed = std::env::var("TARN_TORTURE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5u64);
-    let output = tokio::process::Command::new(&binary)
+    let seed = tarn_tests::torture::seed(5);
+    let mut command = tokio::process::Command::new(&binary);
+    command
         .args(["catalog-torture", "--url", &url])
         .args([
             "--writers",
@@ -56,23 +54,8 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
             "700",
         ])
         .arg("--ack-dir")
-        .arg(acks.path())
-        .env("AWS_ENDPOINT", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &server.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ALLOW_HTTP", "true")
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(600), output)
-        .await
-        .expect("the torture run finishes within ten minutes")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "tarn-concurrency catalog-torture failed: {stderr}"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        .arg(acks.path());
+    let report = tarn_tests::torture::run(server, command, "catalog-torture").await;
     assert!(
         report["kills"].as_u64().unwrap() >= 6,
         "too few kills to mean much: {report}"
