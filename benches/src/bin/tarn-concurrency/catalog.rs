@@ -2,7 +2,6 @@
 //! (each worker a process with its own catalog handle), and the torture run of catalog
 //! writers with faults and kills.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -335,16 +334,7 @@ async fn exactly_once(location: StoreLocation, worker: &WorkerArgs) -> Result<()
         .ack_log
         .clone()
         .ok_or("a catalog torture writer needs --ack-log")?;
-    let done: BTreeSet<i64> = std::fs::read_to_string(&log_path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Ack>(l).ok())
-        .map(|a| a.n)
-        .collect();
-    let mut log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)?;
+    let (done, mut log) = crate::levels::open_ack_log(&log_path)?;
     let catalog = loop {
         match open(location.clone()).await {
             Ok(c) => break c,

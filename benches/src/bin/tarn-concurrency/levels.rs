@@ -23,6 +23,26 @@ use crate::{Common, TortureArgs, WorkerArgs};
 /// Errors of the coordinator and its workers.
 pub(crate) type BoxError = Box<dyn std::error::Error>;
 
+/// Opens an exactly-once writer's acknowledgement log for appending, with the step
+/// numbers it already holds (a restarted writer skips them).
+///
+/// Fails when the log cannot be opened.
+pub(crate) fn open_ack_log(
+    path: &std::path::Path,
+) -> Result<(std::collections::BTreeSet<i64>, std::fs::File), BoxError> {
+    let done = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<tarn_bench::concurrency::Ack>(l).ok())
+        .map(|a| a.n)
+        .collect();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    Ok((done, log))
+}
+
 /// The location as a worker sees it: faults, then latency, then counting.
 pub(crate) fn worker_location(
     common: &Common,

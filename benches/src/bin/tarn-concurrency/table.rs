@@ -1,7 +1,6 @@
 //! The table modes: many processes appending to one table, reading it cold or warm, and
 //! the exactly-once torture run.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -129,16 +128,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         }
         WorkerKind::ExactlyOnce => {
             let log_path = ack_log.ok_or("an exactly-once writer needs --ack-log")?;
-            let done: BTreeSet<i64> = std::fs::read_to_string(&log_path)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Ack>(l).ok())
-                .map(|a| a.n)
-                .collect();
-            let mut log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)?;
+            let (done, mut log) = crate::levels::open_ack_log(&log_path)?;
             let app_id = format!("writer-{id}");
             let mut table = loop {
                 match Table::open_location(location.clone()).await {
