@@ -128,6 +128,19 @@ async fn check(name: &str) -> Result<(), String> {
                 first.and_then(|i| theirs.get(i)),
             ));
         }
+        // COUNT(*) from the log (numRecords minus DV cardinalities, or a row read where
+        // Spark wrote no statistics) agrees with the rows Spark expects.
+        let counted = snapshot
+            .scan()
+            .count()
+            .await
+            .map_err(|e| format!("count failed: {e}"))?;
+        if counted != theirs.len() as u64 {
+            return Err(format!(
+                "COUNT(*) is {counted}, expected {} rows",
+                theirs.len()
+            ));
+        }
         return Ok(());
     }
     let path = dir.to_str().expect("utf-8");

@@ -78,7 +78,9 @@ pub use index::{
 };
 pub use log::checkpoint::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
-pub use scan::{DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan};
+pub use scan::{
+    CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan,
+};
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::Table;
 pub use tarn_store::{StoreLocation, StoreOptions};

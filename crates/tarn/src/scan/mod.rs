@@ -5,6 +5,7 @@
 //! Deletion vectors and the residual predicate are applied to the rows read. Files are
 //! read concurrently.
 
+mod count;
 mod file;
 mod row_groups;
 
@@ -17,6 +18,7 @@ use arrow::datatypes::{Schema, SchemaRef};
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 
+pub use count::CountOutcome;
 pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
 
 use crate::conform::{Source, conform, find_field};
