@@ -64,6 +64,7 @@ mod scan;
 mod snapshot;
 mod stats;
 mod table;
+mod tasks;
 mod txn;
 mod vacuum;
 mod write;

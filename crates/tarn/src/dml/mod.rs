@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Array, BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 pub use delete::DeleteBuilder;
@@ -109,11 +109,11 @@ pub(crate) async fn read_candidates(
 ) -> Result<Vec<(Add, FileRows)>> {
     futures::stream::iter(files.iter().cloned())
         .map(|add| {
-            async move {
-                let rows = read_file_rows(snapshot, &add).await?;
-                Ok::<_, Error>((add, rows))
-            }
-            .boxed()
+            let snapshot = snapshot.clone();
+            crate::tasks::spawn("reading a data file", async move {
+                let rows = read_file_rows(&snapshot, &add).await?;
+                Ok((add, rows))
+            })
         })
         .buffered(READ_CONCURRENCY)
         .try_collect()
@@ -128,11 +128,11 @@ pub(crate) async fn read_selected(
 ) -> Result<Vec<(Add, FileRows)>> {
     futures::stream::iter(files)
         .map(|(add, only)| {
-            async move {
-                let rows = read_file_rows_of(scan, &add, only.as_ref()).await?;
-                Ok::<_, Error>((add, rows))
-            }
-            .boxed()
+            let scan = scan.clone();
+            crate::tasks::spawn("reading a data file", async move {
+                let rows = read_file_rows_of(&scan, &add, only.as_ref()).await?;
+                Ok((add, rows))
+            })
         })
         .buffered(READ_CONCURRENCY)
         .try_collect()

@@ -16,7 +16,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{filter_record_batch, prep_null_mask_filter};
 use arrow::datatypes::{Schema, SchemaRef};
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 
 pub use count::CountOutcome;
 pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
@@ -291,16 +291,15 @@ impl Scan {
         } else {
             self.concurrency.max(INDEXED_CONCURRENCY)
         };
+        // Each file decodes on a task of its own: files in flight use every core.
         let stream = futures::stream::iter(files)
             .map(move |file| {
-                {
-                    let ctx = Arc::clone(&ctx);
-                    async move { file::read_file(ctx, file).await }
-                }
-                .boxed()
+                crate::tasks::spawn_stream(
+                    "reading a data file",
+                    file::read_file(Arc::clone(&ctx), file),
+                )
             })
-            .buffer_unordered(concurrency)
-            .try_flatten_unordered(concurrency);
+            .flatten_unordered(concurrency);
         Ok(stream.boxed())
     }
 

@@ -99,16 +99,26 @@ pub(crate) async fn write_files(
         return Ok(WrittenFiles::default());
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<EncodedFile>>(UPLOAD_CONCURRENCY);
-    let schema = schema.clone();
-    let partition_columns = partition_columns.to_vec();
+    let schema = Arc::new(schema.clone());
+    let partition_columns: Arc<[PartitionColumn]> = partition_columns.into();
     let now = options.modification_time;
-    let options = options.clone();
-    let encoder = tokio::task::spawn_blocking(move || {
-        let result = encode(&schema, &partition_columns, batches, &options, &tx);
-        if let Err(e) = result {
-            let _ = tx.blocking_send(Err(e));
-        }
-    });
+    let options = Arc::new(options.clone());
+    // Several encoders on blocking threads, each over its share of the rows, so a large
+    // write uses every core; they feed one uploader.
+    let encoders: Vec<_> = split_rows(batches, encoder_count(&options))
+        .into_iter()
+        .map(|share| {
+            let (schema, partition_columns) = (Arc::clone(&schema), Arc::clone(&partition_columns));
+            let (options, tx) = (Arc::clone(&options), tx.clone());
+            tokio::task::spawn_blocking(move || {
+                let result = encode(&schema, &partition_columns, share, &options, &tx);
+                if let Err(e) = result {
+                    let _ = tx.blocking_send(Err(e));
+                }
+            })
+        })
+        .collect();
+    drop(tx);
     let store = Arc::clone(location.store());
     let root = location.root().clone();
     let uploads: Vec<(Add, u64, Vec<ArrayRef>)> = tokio_stream_from(rx)
@@ -129,10 +139,12 @@ pub(crate) async fn write_files(
         .buffer_unordered(UPLOAD_CONCURRENCY)
         .try_collect()
         .await?;
-    encoder.await.map_err(|source| Error::TaskFailed {
-        task: "encoding data files",
-        source,
-    })?;
+    for encoder in encoders {
+        encoder.await.map_err(|source| Error::TaskFailed {
+            task: "encoding data files",
+            source,
+        })?;
+    }
     let mut uploads = uploads;
     // Deterministic order in the commit, whatever order uploads finished in.
     uploads.sort_by(|a, b| a.0.path.cmp(&b.0.path));
@@ -144,6 +156,48 @@ pub(crate) async fn write_files(
         written.captured.push(captured);
     }
     Ok(written)
+}
+
+/// Fewest rows worth an encoder of their own: below this a write stays one file (per
+/// partition and target size) on one thread.
+const ROWS_PER_ENCODER: usize = 256 * 1024;
+
+/// Encoders for one write: one per core, or one when each input batch must end its files.
+fn encoder_count(options: &FileWriteOptions) -> usize {
+    if options.file_per_batch {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Splits `batches` into at most `shares` runs of consecutive rows, of about equal rows
+/// each and none under [`ROWS_PER_ENCODER`] (batches are sliced, not copied).
+fn split_rows(batches: Vec<RecordBatch>, shares: usize) -> Vec<Vec<RecordBatch>> {
+    let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let shares = shares.min(total / ROWS_PER_ENCODER).max(1);
+    if shares == 1 {
+        return vec![batches];
+    }
+    let per_share = total.div_ceil(shares);
+    let (mut out, mut current) = (Vec::with_capacity(shares), Vec::new());
+    let mut room = per_share;
+    for batch in batches {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = room.min(batch.num_rows() - offset);
+            current.push(batch.slice(offset, len));
+            offset += len;
+            room -= len;
+            if room == 0 {
+                out.push(std::mem::take(&mut current));
+                room = per_share;
+            }
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
 }
 
 /// The `add` action of an encoded file.
@@ -496,4 +550,48 @@ fn split_partitions(
         groups.push((key, values, project(&part)?));
     }
     Ok(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+
+    fn ids(range: std::ops::Range<i64>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(range))]).unwrap()
+    }
+
+    fn flatten(shares: &[Vec<RecordBatch>]) -> Vec<i64> {
+        shares
+            .iter()
+            .flatten()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn rows_split_into_equal_runs_in_order_and_small_writes_stay_whole() {
+        let batches = vec![
+            ids(0..300_000),
+            ids(300_000..700_000),
+            ids(700_000..900_000),
+        ];
+        let shares = split_rows(batches, 3);
+        assert_eq!(shares.len(), 3);
+        for share in &shares {
+            let rows: usize = share.iter().map(RecordBatch::num_rows).sum();
+            assert_eq!(rows, 300_000);
+        }
+        assert_eq!(flatten(&shares), (0..900_000).collect::<Vec<_>>());
+
+        // Fewer rows than two encoders' worth: one share, untouched.
+        let small = split_rows(vec![ids(0..1000), ids(1000..2000)], 8);
+        assert_eq!(small.len(), 1);
+        assert_eq!(small[0].len(), 2);
+        // Never a share under the minimum.
+        let two = split_rows(vec![ids(0..(2 * ROWS_PER_ENCODER as i64 + 5))], 8);
+        assert_eq!(two.len(), 2);
+    }
 }

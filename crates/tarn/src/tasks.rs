@@ -1,0 +1,84 @@
+//! Work spawned onto tasks of its own, so that decoding several files at once runs on
+//! every worker thread instead of on whichever task polls a `buffered` stream. A spawned
+//! task is aborted when its handle is dropped (a failed or abandoned read stops the
+//! others), and a task that panics or is cancelled becomes [`Error::TaskFailed`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+
+/// A spawned task's handle that aborts the task when dropped.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+/// Runs `future` on a task of its own and returns its result; `task` names the work in
+/// the error when the task panics.
+pub(crate) fn spawn<T: Send + 'static>(
+    task: &'static str,
+    future: impl Future<Output = Result<T>> + Send + 'static,
+) -> impl Future<Output = Result<T>> + Send + 'static {
+    let handle = AbortOnDrop(tokio::spawn(future));
+    async move {
+        handle
+            .await
+            .map_err(|source| Error::TaskFailed { task, source })?
+    }
+}
+
+/// Drives the stream `open` returns on a task of its own, a couple of items ahead of the
+/// consumer (so memory stays bounded), and yields its items.
+pub(crate) fn spawn_stream<T, S>(
+    task: &'static str,
+    open: impl Future<Output = Result<S>> + Send + 'static,
+) -> BoxStream<'static, Result<T>>
+where
+    T: Send + 'static,
+    S: Stream<Item = Result<T>> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<T>>(2);
+    let handle = AbortOnDrop(tokio::spawn(async move {
+        let stream = match open.await {
+            Ok(stream) => stream,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        futures::pin_mut!(stream);
+        while let Some(item) = stream.next().await {
+            // A closed channel means the consumer went away.
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+    }));
+    let items = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    // After the last item: a panic in the task is an error, not a short read.
+    let end = futures::stream::once(async move {
+        handle
+            .await
+            .err()
+            .map(|source| Err(Error::TaskFailed { task, source }))
+    })
+    .filter_map(futures::future::ready);
+    items.chain(end).boxed()
+}
