@@ -97,6 +97,14 @@ async fn read(snapshot: &Snapshot) -> Model {
         .unwrap();
     let expected = out.values().filter(|(c, _, _)| c == country).count();
     assert_eq!(in_country, expected as u64);
+    // A data predicate: statistics answer the files wholly inside it, the rest are read.
+    let above = snapshot
+        .scan()
+        .filter(col("id").gt_eq(lit(40i64)).and(col("id").is_not_null()))
+        .count()
+        .await
+        .unwrap();
+    assert_eq!(above, out.keys().filter(|id| **id >= 40).count() as u64);
     out
 }
 
