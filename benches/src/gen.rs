@@ -68,8 +68,21 @@ pub fn merge_rows(rows: u64) -> impl Iterator<Item = RecordBatch> {
 /// keys drawn at random (distinct), half inserts of new keys above the table's. Returns
 /// the batch and the number of updates in it.
 pub fn merge_source(rows: u64, fraction: f64, seed: u64) -> (RecordBatch, usize) {
+    upsert_source(rows, fraction, 0.5, seed)
+}
+
+/// An upsert batch: `fraction` of a `rows`-row table, `update_share` of it updates of
+/// existing keys drawn at random over the whole table (distinct), the rest inserts of new
+/// keys above the table's. Returns the batch and the number of updates in it. With an
+/// update share of 0.9 and 1% of the table, the production benchmark's CDC batch.
+pub fn upsert_source(
+    rows: u64,
+    fraction: f64,
+    update_share: f64,
+    seed: u64,
+) -> (RecordBatch, usize) {
     let total = ((rows as f64 * fraction).round() as usize).max(1);
-    let updates = (total / 2).min(rows as usize);
+    let updates = ((total as f64 * update_share) as usize).min(rows as usize);
     let mut rng = SplitMix64(seed);
     let mut chosen = HashSet::with_capacity(updates);
     while chosen.len() < updates {

@@ -61,6 +61,18 @@ enum Command {
     /// BTree, Bitmap and full-text indices: builds, lookups with and without them, the
     /// GDPR delete, appends with inline maintenance.
     Index,
+    /// Tarn and delta-rs side by side on the same generated input (local directory
+    /// only): load, reads, the LHBench merge under both strategies, reads after it, and
+    /// the CDC mix; medians, the ratio delta-rs / Tarn and peak memory per row. Installs
+    /// `deltalake` in a virtual environment on first use.
+    Compare,
+    /// One measured step of `compare` on Tarn, in this process (what `compare` runs).
+    #[command(hide = true)]
+    Step {
+        /// `load INPUT TABLE`, `append TABLE INPUT`, `merge cow|mor TABLE SOURCE` or
+        /// `query TABLE`.
+        args: Vec<String>,
+    },
     /// Cold open and full scan of the Spark-written golden tables.
     Golden {
         /// Only these tables (default: every table with expected rows).
@@ -71,6 +83,11 @@ enum Command {
 #[tokio::main]
 async fn main() -> Result<(), BenchError> {
     let cli = Cli::parse();
+    if let Some(Command::Step { args }) = &cli.command {
+        // Only the report on standard output: `compare` reads its last line.
+        println!("{}", tarn_bench::compare::step(args).await?);
+        return Ok(());
+    }
     let profile = LatencyProfile::by_name(&cli.profile)?;
     let bench = Bench {
         root: cli.url.clone(),
@@ -93,6 +110,12 @@ async fn main() -> Result<(), BenchError> {
         Command::Files => vec!["files"],
         Command::Reads => vec!["reads"],
         Command::Index => vec!["index"],
+        Command::Compare => {
+            let python = tarn_tests::python::python();
+            tarn_bench::compare::compare(&bench, python, &mut reporter).await?;
+            vec![]
+        }
+        Command::Step { .. } => vec![],
         Command::Golden { tables } => {
             golden(&bench, &tables, &mut reporter).await?;
             vec![]

@@ -1,0 +1,109 @@
+"""One measured step of `tarn-bench compare` on delta-rs (the `deltalake` package: its
+Rust core with DataFusion), in a fresh process, printing one JSON line.
+
+Usage:
+    deltars_step.py load  INPUT.parquet TABLE       write INPUT as a new table
+    deltars_step.py merge TABLE SOURCE.parquet      upsert SOURCE on `key`
+    deltars_step.py append TABLE INPUT.parquet      append INPUT to the table
+    deltars_step.py query TABLE                     the read queries, one by one
+
+Inputs are read before the clock starts; the table is opened before it too, as Tarn's
+side does. The JSON line holds `ms` (the timed part), `peak_rss_mib` (the process's
+peak resident memory during the timed part, on Linux) and what the step did, so the
+harness can check both engines did the same work.
+"""
+
+import json
+import sys
+import time
+
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+QUERIES = [
+    ("COUNT(*)", "SELECT COUNT(*) FROM t"),
+    ("COUNT(*) WHERE key IS NOT NULL", "SELECT COUNT(*) FROM t WHERE key IS NOT NULL"),
+    ("SUM(key)", "SELECT SUM(key) FROM t"),
+    ("SUM(value)", "SELECT SUM(value) FROM t"),
+    ("SUM(CAST(value2 AS DOUBLE))", "SELECT SUM(CAST(value2 AS DOUBLE)) FROM t"),
+]
+
+
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss_mib():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def timed(work):
+    reset_peak()
+    started = time.perf_counter()
+    out = work()
+    ms = (time.perf_counter() - started) * 1e3
+    return out, ms, peak_rss_mib()
+
+
+def main(argv):
+    op = argv[1]
+    if op == "load":
+        data = pq.read_table(argv[2])
+        _, ms, peak = timed(lambda: write_deltalake(argv[3], data))
+        result = {"rows": data.num_rows}
+    elif op == "append":
+        dt = DeltaTable(argv[2])
+        data = pq.read_table(argv[3])
+        _, ms, peak = timed(lambda: write_deltalake(dt, data, mode="append"))
+        result = {"rows": data.num_rows}
+    elif op == "merge":
+        dt = DeltaTable(argv[2])
+        source = pq.read_table(argv[3])
+
+        def merge():
+            return (
+                dt.merge(source, "t.key = s.key", source_alias="s", target_alias="t")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+
+        metrics, ms, peak = timed(merge)
+        result = {
+            "updated": metrics.get("num_target_rows_updated"),
+            "inserted": metrics.get("num_target_rows_inserted"),
+        }
+    elif op == "query":
+        dt = DeltaTable(argv[2])
+        queries = []
+        reset_peak()
+        started = time.perf_counter()
+        for name, sql in QUERIES:
+            t0 = time.perf_counter()
+            table = QueryBuilder().register("t", dt).execute(sql).read_all()
+            value = table.column(0)[0].as_py()
+            queries.append(
+                {"query": name, "ms": (time.perf_counter() - t0) * 1e3, "value": value}
+            )
+        ms = (time.perf_counter() - started) * 1e3
+        peak = peak_rss_mib()
+        result = {"queries": queries}
+    else:
+        raise SystemExit(f"unknown step {op!r}; one of load, append, merge, query")
+    result.update({"ms": ms, "peak_rss_mib": peak})
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
