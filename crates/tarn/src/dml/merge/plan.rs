@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, StructArray, UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StructArray, UInt32Array, new_null_array,
 };
 use arrow::compute::{and, concat_batches, take};
-use arrow::datatypes::{DataType as ArrowType, Field, Fields, Schema, SchemaRef};
+use arrow::datatypes::{DataType as ArrowType, Field, Fields, Int64Type, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 
 use super::super::true_mask;
@@ -55,6 +55,9 @@ pub(super) struct MergePlan {
     pub(super) source_keys: Vec<ArrayRef>,
     pub(super) converter: RowConverter,
     pub(super) lookup: HashMap<Vec<u8>, Vec<u32>>,
+    /// With one integer key: the source rows by key and the keys' range, probed on the
+    /// target's values directly (no row encoding of every target row).
+    pub(super) int_lookup: Option<IntLookup>,
     pub(super) condition: Option<Expr>,
     pub(super) key_filter: Option<Expr>,
     pub(super) matched: Vec<BoundClause>,
@@ -143,6 +146,8 @@ impl MergePlan {
                 .push(i as u32);
         }
 
+        let int_lookup = IntLookup::of(&source_keys);
+
         let bind_all = |sets: &[(String, Expr)], values: &StructType| -> Result<Vec<Assignment>> {
             sets.iter()
                 .map(|(c, e)| bind_assignment(target, values, c, e))
@@ -217,6 +222,7 @@ impl MergePlan {
             source_keys,
             converter,
             lookup,
+            int_lookup,
             condition: condition.map(|c| c.bind(&combined)).transpose()?,
             key_filter,
             matched,
@@ -250,6 +256,11 @@ impl MergePlan {
 
     /// (target row, source row) pairs whose keys are equal, for target key columns.
     pub(super) fn key_pairs(&self, keys: &[ArrayRef]) -> Result<(Vec<u32>, Vec<u32>)> {
+        if let (Some(int), [key]) = (&self.int_lookup, keys)
+            && let Some(pairs) = int.pairs(key)
+        {
+            return Ok(pairs);
+        }
         let rows = self
             .converter
             .convert_columns(keys)
@@ -457,4 +468,103 @@ fn key_filter(
         });
     }
     filter
+}
+
+/// One integer merge key's source rows, for probing target values without encoding them.
+pub(super) struct IntLookup {
+    rows: HashMap<i64, Vec<u32>>,
+    min: i64,
+    max: i64,
+}
+
+impl IntLookup {
+    /// The lookup of a single integer key column; `None` for other keys.
+    fn of(source_keys: &[ArrayRef]) -> Option<IntLookup> {
+        let [key] = source_keys else {
+            return None;
+        };
+        let values = as_i64(key)?;
+        let mut rows: HashMap<i64, Vec<u32>> = HashMap::new();
+        for (i, v) in values.iter().enumerate() {
+            if let Some(v) = v {
+                rows.entry(v).or_default().push(i as u32);
+            }
+        }
+        let min = rows.keys().min().copied().unwrap_or(i64::MAX);
+        let max = rows.keys().max().copied().unwrap_or(i64::MIN);
+        Some(IntLookup { rows, min, max })
+    }
+
+    /// The (target row, source row) pairs of a target key column, in target order; `None`
+    /// when the column is not an integer one.
+    fn pairs(&self, key: &ArrayRef) -> Option<(Vec<u32>, Vec<u32>)> {
+        let values = as_i64(key)?;
+        let (mut t_idx, mut s_idx) = (Vec::new(), Vec::new());
+        let mut probe = |i: usize, v: i64| {
+            // Most target keys fall outside the source's range: one comparison each.
+            if v < self.min || v > self.max {
+                return;
+            }
+            if let Some(sources) = self.rows.get(&v) {
+                for s in sources {
+                    t_idx.push(i as u32);
+                    s_idx.push(*s);
+                }
+            }
+        };
+        if values.null_count() == 0 {
+            for (i, v) in values.values().iter().enumerate() {
+                probe(i, *v);
+            }
+        } else {
+            for (i, v) in values.iter().enumerate() {
+                if let Some(v) = v {
+                    probe(i, v);
+                }
+            }
+        }
+        Some((t_idx, s_idx))
+    }
+}
+
+/// An integer column as 64-bit integers (no copy for `Int64`).
+fn as_i64(array: &ArrayRef) -> Option<arrow::array::Int64Array> {
+    match array.data_type() {
+        ArrowType::Int64 => Some(array.as_primitive::<Int64Type>().clone()),
+        ArrowType::Int32 | ArrowType::Int16 | ArrowType::Int8 => {
+            arrow::compute::cast(array, &ArrowType::Int64)
+                .ok()
+                .map(|a| a.as_primitive::<Int64Type>().clone())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+
+    #[test]
+    fn integer_keys_pair_like_encoded_rows_and_skip_nulls() {
+        let source: ArrayRef = Arc::new(Int32Array::from(vec![Some(5), None, Some(7), Some(5)]));
+        let int = IntLookup::of(&[Arc::clone(&source)]).unwrap();
+        let target: ArrayRef = Arc::new(Int32Array::from(vec![
+            Some(7),
+            None,
+            Some(5),
+            Some(100),
+            Some(-3),
+        ]));
+        let (t, s) = int.pairs(&target).unwrap();
+        assert_eq!(t, vec![0, 2, 2]);
+        assert_eq!(s, vec![2, 0, 3]);
+        let no_nulls: ArrayRef = Arc::new(Int64Array::from(vec![4, 5, 6, 7]));
+        assert_eq!(int.pairs(&no_nulls).unwrap(), (vec![1, 1, 3], vec![0, 3, 2]));
+        // Other key types take the row-encoded path.
+        let strings: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+        assert!(IntLookup::of(&[Arc::clone(&strings)]).is_none());
+        assert!(int.pairs(&strings).is_none());
+        assert!(IntLookup::of(&[Arc::clone(&source), source]).is_none());
+    }
 }
