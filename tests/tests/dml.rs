@@ -848,3 +848,109 @@ async fn bad_input_is_refused_and_nothing_is_committed() {
     );
     assert_eq!(t.version(), version, "nothing committed");
 }
+
+/// Copy-on-write streams each candidate file through in chunks: a file whose only
+/// change sits in its last chunk is rewritten whole and exact, a candidate no row of
+/// which changes is left alone, and an update keeps every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_streams_files_and_rewrites_only_those_that_change() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("amount", DataType::Float64, true),
+    ]));
+    let batch = |ids: std::ops::Range<i64>| {
+        let ids: Vec<i64> = ids.collect();
+        let amounts: Vec<f64> = ids.iter().map(|i| *i as f64).collect();
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(Float64Array::from(amounts)),
+            ],
+        )
+        .unwrap()
+    };
+    let target = local();
+    let mut t = Table::create_at(target.location.clone())
+        .with_arrow_schema(&schema)
+        .execute()
+        .await
+        .unwrap();
+    // Two files of 200K rows (several chunks each); ids 0..200K and 200K..400K, with a
+    // gap at 399_000..399_500 in the second so a delete there finds no row.
+    t.append([batch(0..200_000)]).await.unwrap();
+    t.append([batch(200_000..399_000), batch(399_500..400_500)])
+        .await
+        .unwrap();
+    let before: Vec<String> = t.snapshot().files().map(|a| a.path.clone()).collect();
+    assert_eq!(before.len(), 2);
+
+    // Only the last chunk of the first file changes.
+    let out = t
+        .delete(col("id").eq(lit(199_999i64)))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(out.metrics.rows_deleted, 1);
+    assert_eq!(out.metrics.files_removed, 1);
+    assert!(t.snapshot().files().any(|a| a.path == before[1]));
+
+    // Statistics may hold these ids, but no row does: nothing is rewritten or committed.
+    let version = t.version();
+    let out = t
+        .delete(
+            col("id")
+                .gt_eq(lit(399_000i64))
+                .and(col("id").lt(lit(399_500i64))),
+        )
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(out.metrics.files_scanned, 1);
+    assert_eq!(
+        (out.metrics.rows_deleted, out.metrics.files_removed),
+        (0, 0)
+    );
+    assert_eq!(t.version(), version);
+
+    // An update of rows across both files keeps every row exactly once.
+    let out = t
+        .update()
+        .filter(
+            col("id")
+                .gt_eq(lit(150_000i64))
+                .and(col("id").lt(lit(250_000i64))),
+        )
+        .set("amount", lit(-1.0))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(out.metrics.rows_updated, 99_999);
+    let batches = t.scan().collect().await.unwrap();
+    let mut ids = Vec::new();
+    let mut updated = 0;
+    for b in &batches {
+        let id = b.column(0).as_primitive::<Int64Type>();
+        let amount = b.column(1).as_primitive::<Float64Type>();
+        for i in 0..b.num_rows() {
+            ids.push(id.value(i));
+            let expected = if (150_000..250_000).contains(&id.value(i)) {
+                updated += 1;
+                -1.0
+            } else {
+                id.value(i) as f64
+            };
+            assert_eq!(amount.value(i), expected, "id {}", id.value(i));
+        }
+    }
+    ids.sort_unstable();
+    let expected: Vec<i64> = (0..199_999)
+        .chain(200_000..399_000)
+        .chain(399_500..400_500)
+        .collect();
+    assert_eq!(ids, expected);
+    assert_eq!(updated, 99_999);
+}

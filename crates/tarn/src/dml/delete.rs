@@ -1,16 +1,20 @@
 //! DELETE: remove the rows a predicate matches.
 
-use arrow::array::BooleanArray;
+use std::sync::Arc;
 
+use arrow::array::{BooleanArray, RecordBatch};
+
+use super::rewrite::{ChunkChange, Decide, commit_rewrites};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, exact_deletions, finish,
-    now, positions_of, read_planned, resolve_strategy, start, true_mask,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write,
+    exact_deletions, finish, now, positions_of, read_planned, resolve_strategy, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, evaluate_predicate};
 use crate::scan::bind_predicate;
 use crate::stats::FileStats;
 use crate::table::Table;
+use crate::write::WrittenFiles;
 
 /// A DELETE being configured; run it with [`execute`](Self::execute).
 #[derive(Debug)]
@@ -106,24 +110,34 @@ impl DeleteBuilder<'_> {
             return finish(table, txn, started, metrics).await;
         }
 
-        if strategy == ChangeStrategy::MergeOnRead
-            && let Some(changes) = exact_deletions(&snapshot, &plan).await?
-        {
-            // The indices found exactly the rows: no data file is read.
-            metrics.rows_deleted = changes.iter().map(|c| c.deleted.len()).sum();
-            apply_changes(
+        if strategy == ChangeStrategy::CopyOnWrite {
+            let decide: Arc<Decide> = Arc::new(move |chunk: &RecordBatch| {
+                let mask = true_mask(evaluate_predicate(&bound, chunk)?);
+                Ok(ChunkChange {
+                    rows_deleted: mask.true_count() as u64,
+                    deleted: Some(mask),
+                    ..Default::default()
+                })
+            });
+            let rewrites = copy_on_write(&snapshot, plan.files, decide, now, &mut metrics).await?;
+            commit_rewrites(
                 &mut txn,
                 &snapshot,
-                strategy,
-                changes,
-                Vec::new(),
+                rewrites,
+                WrittenFiles::default(),
                 now,
                 &mut metrics,
             )
             .await?;
             return finish(table, txn, started, metrics).await;
         }
-        let files = read_planned(&snapshot, &plan, strategy).await?;
+        if let Some(changes) = exact_deletions(&snapshot, &plan).await? {
+            // The indices found exactly the rows: no data file is read.
+            metrics.rows_deleted = changes.iter().map(|c| c.deleted.len()).sum();
+            apply_changes(&mut txn, &snapshot, changes, Vec::new(), now, &mut metrics).await?;
+            return finish(table, txn, started, metrics).await;
+        }
+        let files = read_planned(&snapshot, &plan).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         for (add, rows) in files {
@@ -132,16 +146,7 @@ impl DeleteBuilder<'_> {
             metrics.rows_deleted += deleted.len();
             changes.push(FileChange { add, rows, deleted });
         }
-        apply_changes(
-            &mut txn,
-            &snapshot,
-            strategy,
-            changes,
-            Vec::new(),
-            now,
-            &mut metrics,
-        )
-        .await?;
+        apply_changes(&mut txn, &snapshot, changes, Vec::new(), now, &mut metrics).await?;
         finish(table, txn, started, metrics).await
     }
 }

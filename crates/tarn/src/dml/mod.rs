@@ -4,8 +4,9 @@
 //! reads only those, and works out per file which rows it deletes (updated rows count as
 //! deleted there) and which rows it writes anew (updated and inserted ones). Then:
 //!
-//! - **copy-on-write** rewrites each touched file without its deleted rows, and writes the
-//!   new rows with them; readers pay nothing afterwards;
+//! - **copy-on-write** rewrites each touched file without its deleted rows and with the
+//!   rows updated in it, streaming it chunk by chunk, several files at once
+//!   ([`rewrite`]); inserted rows go to new files; readers pay nothing afterwards;
 //! - **merge-on-read** writes a deletion vector for each touched file (its earlier DV
 //!   included), inline when small, else several to a `deletion_vector_<uuid>.bin` file,
 //!   and writes only the new rows; readers skip the deleted rows until `optimize` purges
@@ -13,12 +14,12 @@
 
 mod delete;
 mod merge;
+mod rewrite;
 mod update;
 
 use std::time::{Duration, Instant};
 
 use arrow::array::{Array, BooleanArray, RecordBatch};
-use arrow::compute::filter_record_batch;
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
@@ -36,7 +37,7 @@ use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows, read_file_rows_of};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
-use crate::write::{FileWriteOptions, SchemaMode, prepare_batches, write_files};
+use crate::write::{FileWriteOptions, SchemaMode, WrittenFiles, prepare_batches, write_files};
 
 /// Candidate files read at once.
 const READ_CONCURRENCY: usize = 8;
@@ -139,25 +140,40 @@ pub(crate) async fn read_selected(
         .await
 }
 
-/// Reads the planned files an operation changes: whole for copy-on-write (their other
-/// rows are rewritten with them), and for merge-on-read only the rows an index allows
-/// when one covers the file (through the offset index, so only their pages).
+/// Reads the planned files a merge-on-read change marks: only the rows an index allows
+/// when one covers the file (through the offset index, so only their pages), else whole.
 pub(crate) async fn read_planned(
     snapshot: &Snapshot,
     plan: &ScanPlan,
-    strategy: ChangeStrategy,
 ) -> Result<Vec<(Add, FileRows)>> {
-    match strategy {
-        ChangeStrategy::CopyOnWrite => read_candidates(snapshot, &plan.files).await,
-        ChangeStrategy::MergeOnRead => {
-            let files = plan
-                .files
-                .iter()
-                .map(|a| (a.clone(), plan.rows_of(snapshot, a).cloned()))
-                .collect();
-            read_selected(&snapshot.scan(), files).await
-        }
+    let files = plan
+        .files
+        .iter()
+        .map(|a| (a.clone(), plan.rows_of(snapshot, a).cloned()))
+        .collect();
+    read_selected(&snapshot.scan(), files).await
+}
+
+/// Rewrites, by copy-on-write, the planned files whose rows `decide` changes (nothing
+/// is put into a transaction yet: see [`rewrite::commit_rewrites`]), counting rows and
+/// files in `metrics`.
+///
+/// Fails as [`rewrite::rewrite_files`] does.
+pub(crate) async fn copy_on_write(
+    snapshot: &Snapshot,
+    files: Vec<Add>,
+    decide: std::sync::Arc<rewrite::Decide>,
+    now_ms: i64,
+    metrics: &mut DmlMetrics,
+) -> Result<Vec<rewrite::FileRewrite>> {
+    metrics.files_scanned = files.len();
+    let options = write_options(snapshot, now_ms)?;
+    let rewrites = rewrite::rewrite_files(snapshot, files, &options, decide).await?;
+    for r in &rewrites {
+        metrics.rows_deleted += r.rows_deleted;
+        metrics.rows_updated += r.rows_updated;
     }
+    Ok(rewrites)
 }
 
 /// When indices answered a predicate exactly (every part, every planned file), the rows
@@ -218,15 +234,57 @@ pub(crate) fn true_mask(mask: BooleanArray) -> BooleanArray {
     }
 }
 
-/// Writes the changes into `txn`: each touched file is rewritten (copy-on-write) or gets a
-/// new deletion vector (merge-on-read), and `new_rows` (updated and inserted rows, in the
-/// table's schema) are written as new files.
+/// The settings of the data files an operation writes: the table's target size and
+/// statistics columns, and the columns its inline indices capture.
+///
+/// Fails when the table's index metadata cannot be read.
+pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWriteOptions> {
+    Ok(FileWriteOptions {
+        target_file_size: snapshot
+            .properties()
+            .target_file_size()
+            .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
+        num_indexed_cols: snapshot.properties().num_indexed_cols(),
+        writer_properties: None,
+        modification_time: now_ms,
+        capture: InlineSegments::of(snapshot)?.columns(),
+        file_per_batch: false,
+    })
+}
+
+/// Writes new rows (updated and inserted ones, in the table's schema) as data files,
+/// without adding them to a transaction.
+///
+/// Fails when the rows do not fit the table or a file cannot be written.
+pub(crate) async fn write_rows(
+    snapshot: &Snapshot,
+    rows: Vec<RecordBatch>,
+    now_ms: i64,
+) -> Result<WrittenFiles> {
+    let (batches, _) = prepare_batches(
+        snapshot.schema(),
+        snapshot.partition_columns(),
+        &rows,
+        SchemaMode::Strict,
+    )?;
+    write_files(
+        snapshot.location(),
+        snapshot.schema(),
+        snapshot.partition_columns(),
+        batches,
+        &write_options(snapshot, now_ms)?,
+    )
+    .await
+}
+
+/// Writes merge-on-read changes into `txn`: each touched file gets a new deletion vector
+/// (its earlier one included; a file whose every row goes is removed instead), and
+/// `new_rows` (updated and inserted rows, in the table's schema) are written as new files.
 pub(crate) async fn apply_changes(
     txn: &mut Transaction,
     snapshot: &Snapshot,
-    strategy: ChangeStrategy,
     changes: Vec<FileChange>,
-    mut new_rows: Vec<RecordBatch>,
+    new_rows: Vec<RecordBatch>,
     now_ms: i64,
     metrics: &mut DmlMetrics,
 ) -> Result<()> {
@@ -235,78 +293,26 @@ pub(crate) async fn apply_changes(
     let mut dv_file = DvFileWriter::new();
     for change in changes.into_iter().filter(|c| !c.deleted.is_empty()) {
         let FileChange { add, rows, deleted } = change;
-        match strategy {
-            ChangeStrategy::CopyOnWrite => {
-                // The file is rewritten: its live rows minus the deleted ones move on.
-                let keep: BooleanArray = rows
-                    .positions
-                    .iter()
-                    .map(|p| Some(!deleted.contains(*p)))
-                    .collect();
-                let kept = filter_record_batch(&rows.batch, &keep)
-                    .map_err(Error::arrow("rewriting a file"))?;
-                if kept.num_rows() > 0 {
-                    new_rows.push(kept);
-                }
-                txn.remove_file(add.into_remove(now_ms));
-                metrics.files_removed += 1;
-            }
-            ChangeStrategy::MergeOnRead => {
-                let before = match &add.deletion_vector {
-                    Some(dv) => load_deletion_vector(location, dv).await?,
-                    None => RoaringTreemap::new(),
-                };
-                let all = &before | &deleted;
-                txn.record_dv_change(&add, before, deleted.clone(), rows.physical_rows);
-                if all.len() >= rows.physical_rows {
-                    // Every row is gone: drop the file instead of marking all of it.
-                    txn.remove_file(add.into_remove(now_ms));
-                    metrics.files_removed += 1;
-                    continue;
-                }
-                let descriptor = describe_bitmap(&all, threshold, &mut dv_file);
-                metrics.deletion_vectors_written += 1;
-                txn.remove_file(add.clone().into_remove(now_ms));
-                txn.add_file(add.with_deletion_vector(descriptor));
-            }
+        let before = match &add.deletion_vector {
+            Some(dv) => load_deletion_vector(location, dv).await?,
+            None => RoaringTreemap::new(),
+        };
+        let all = &before | &deleted;
+        txn.record_dv_change(&add, before, deleted.clone(), rows.physical_rows);
+        if all.len() >= rows.physical_rows {
+            // Every row is gone: drop the file instead of marking all of it.
+            txn.remove_file(add.into_remove(now_ms));
+            metrics.files_removed += 1;
+            continue;
         }
+        let descriptor = describe_bitmap(&all, threshold, &mut dv_file);
+        metrics.deletion_vectors_written += 1;
+        txn.remove_file(add.clone().into_remove(now_ms));
+        txn.add_file(add.with_deletion_vector(descriptor));
     }
     metrics.bytes_written += dv_file.upload(location).await?;
-    let (batches, _) = prepare_batches(
-        snapshot.schema(),
-        snapshot.partition_columns(),
-        &new_rows,
-        SchemaMode::Strict,
-    )?;
-    let inline = InlineSegments::of(snapshot)?;
-    let capture = inline.columns();
-    let written = write_files(
-        location,
-        snapshot.schema(),
-        snapshot.partition_columns(),
-        batches,
-        &FileWriteOptions {
-            target_file_size: snapshot
-                .properties()
-                .target_file_size()
-                .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
-            num_indexed_cols: snapshot.properties().num_indexed_cols(),
-            writer_properties: None,
-            modification_time: now_ms,
-            capture: capture.clone(),
-            file_per_batch: false,
-        },
-    )
-    .await?;
-    inline
-        .add_to(txn, snapshot, &written.adds, &capture, &written.captured)
-        .await?;
-    metrics.files_added += written.adds.len();
-    metrics.bytes_written += written.bytes;
-    for add in written.adds {
-        txn.add_file(add);
-    }
-    Ok(())
+    let written = write_rows(snapshot, new_rows, now_ms).await?;
+    rewrite::commit_rewrites(txn, snapshot, Vec::new(), written, now_ms, metrics).await
 }
 
 /// Starts the clock and the transaction of an operation.

@@ -6,15 +6,18 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 
+use super::rewrite::{ChunkChange, Decide, commit_rewrites};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
-    read_planned, resolve_strategy, start, true_mask,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write, finish, now,
+    positions_of, read_planned, resolve_strategy, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value};
 use crate::protocol::StructType;
 use crate::scan::bind_predicate;
+use crate::snapshot::Snapshot;
 use crate::table::Table;
+use crate::write::WrittenFiles;
 
 /// A bound assignment: the target column's index in the table schema and the value.
 #[derive(Debug, Clone)]
@@ -99,7 +102,7 @@ pub(crate) fn assign(
 /// Fails when assignments move rows between partitions without leave: a partition
 /// column of an updated row that ends with another value.
 pub(crate) fn check_partition_moves(
-    table: &Table,
+    snapshot: &Snapshot,
     old: &RecordBatch,
     new: &RecordBatch,
     assignments: &[Assignment],
@@ -108,15 +111,10 @@ pub(crate) fn check_partition_moves(
     if allowed {
         return Ok(());
     }
-    let schema = table.schema();
+    let schema = snapshot.schema();
     for a in assignments {
         let name = &schema.fields[a.index].name;
-        if !table
-            .snapshot()
-            .partition_columns()
-            .iter()
-            .any(|p| &p.name == name)
-        {
+        if !snapshot.partition_columns().iter().any(|p| &p.name == name) {
             continue;
         }
         let same =
@@ -244,7 +242,39 @@ impl UpdateBuilder<'_> {
         txn.record_read_files(&plan.files);
         txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
-        let files = read_planned(&snapshot, &plan, strategy).await?;
+        let now = now(table);
+        if strategy == ChangeStrategy::CopyOnWrite {
+            // Updated rows take their old rows' place in the file's new version.
+            let snap = snapshot.clone();
+            let decide: Arc<Decide> = Arc::new(move |chunk: &RecordBatch| {
+                let mask = match &bound_predicate {
+                    Some(p) => true_mask(evaluate_predicate(p, chunk)?),
+                    None => BooleanArray::from(vec![true; chunk.num_rows()]),
+                };
+                let matched =
+                    filter_record_batch(chunk, &mask).map_err(Error::arrow("selecting rows"))?;
+                let new = assign(&matched, &matched, &bound)?;
+                check_partition_moves(&snap, &matched, &new, &bound, allow_partition_moves)?;
+                Ok(ChunkChange {
+                    rows_updated: matched.num_rows() as u64,
+                    deleted: Some(mask),
+                    replacement: vec![new],
+                    ..Default::default()
+                })
+            });
+            let rewrites = copy_on_write(&snapshot, plan.files, decide, now, &mut metrics).await?;
+            commit_rewrites(
+                &mut txn,
+                &snapshot,
+                rewrites,
+                WrittenFiles::default(),
+                now,
+                &mut metrics,
+            )
+            .await?;
+            return finish(table, txn, started, metrics).await;
+        }
+        let files = read_planned(&snapshot, &plan).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         let mut updated = Vec::new();
@@ -260,21 +290,12 @@ impl UpdateBuilder<'_> {
             let matched =
                 filter_record_batch(&rows.batch, &mask).map_err(Error::arrow("selecting rows"))?;
             let new = assign(&matched, &matched, &bound)?;
-            check_partition_moves(table, &matched, &new, &bound, allow_partition_moves)?;
+            check_partition_moves(&snapshot, &matched, &new, &bound, allow_partition_moves)?;
             updated.push(new);
             metrics.rows_updated += deleted.len();
             changes.push(FileChange { add, rows, deleted });
         }
-        apply_changes(
-            &mut txn,
-            &snapshot,
-            strategy,
-            changes,
-            updated,
-            now(table),
-            &mut metrics,
-        )
-        .await?;
+        apply_changes(&mut txn, &snapshot, changes, updated, now, &mut metrics).await?;
         finish(table, txn, started, metrics).await
     }
 }

@@ -309,6 +309,22 @@ impl Scan {
     }
 }
 
+/// Every live row of one data file, all columns in the table's logical schema, as a
+/// stream of batches decoded as it is polled (deleted rows skipped): what a
+/// copy-on-write rewrite streams through.
+///
+/// Fails as [`Scan::execute`] does for one file.
+pub(crate) async fn stream_file(snapshot: &Snapshot, add: &Add) -> Result<RecordBatchStream> {
+    let ctx = Arc::new(snapshot.scan().with_batch_size(64 * 1024).context()?);
+    let partitions = ctx.partition_values(add)?;
+    let planned = PlannedFile {
+        add: add.clone(),
+        partitions,
+        rows: None,
+    };
+    file::read_file(ctx, planned).await
+}
+
 /// A file chosen by planning, with its parsed partition values and, when an index
 /// covers it, the rows that may match.
 struct PlannedFile {

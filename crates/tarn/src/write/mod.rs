@@ -12,7 +12,7 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{Schema, SchemaRef};
 
 pub use builder::{WriteBuilder, WriteOutcome};
-pub(crate) use files::{FileWriteOptions, write_files};
+pub(crate) use files::{FileWriteOptions, StreamWriter, WrittenFiles, write_files};
 
 use crate::conform::{Source, conform};
 use crate::error::{Error, Result};

@@ -17,13 +17,15 @@ use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::{and, filter_record_batch, not};
 use roaring::RoaringTreemap;
 
+use super::rewrite::{ChunkChange, Decide, commit_rewrites};
 use super::update::{assign, check_partition_moves};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now,
-    read_candidates, read_selected, resolve_strategy, start,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write, finish, now,
+    positions_of, read_candidates, read_selected, resolve_strategy, start, write_rows,
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
+use crate::snapshot::Snapshot;
 use crate::table::Table;
 use plan::{MergePlan, null_rows, selected, take_rows};
 
@@ -224,14 +226,34 @@ impl MergeBuilder<'_> {
         txn.record_read_files(&files.files);
         txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
+        let now = now(table);
+        let plan = Arc::new(plan);
+        let source_rows = plan.source.num_rows();
+        if strategy == ChangeStrategy::CopyOnWrite {
+            // Each candidate file streams through the match, its updated rows taking
+            // their old rows' place in its new version.
+            let (p, snap) = (Arc::clone(&plan), snapshot.clone());
+            let decide: Arc<Decide> = Arc::new(move |chunk: &RecordBatch| {
+                change_target(&p, &snap, chunk, allow_partition_moves)
+            });
+            let rewrites = copy_on_write(&snapshot, files.files, decide, now, &mut metrics).await?;
+            let mut source_matches = vec![0u32; source_rows];
+            for r in &rewrites {
+                count_matches(&plan, &mut source_matches, &r.matched_sources)?;
+            }
+            let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
+            let inserted = write_rows(&snapshot, inserts, now).await?;
+            commit_rewrites(&mut txn, &snapshot, rewrites, inserted, now, &mut metrics).await?;
+            return finish(table, txn, started, metrics).await;
+        }
+
         metrics.files_scanned = files.files.len();
-        let targets = if by_source || strategy == ChangeStrategy::CopyOnWrite {
-            // Every target row may change, or every hit file is rewritten whole: read the
-            // candidates whole, once.
+        let targets = if by_source {
+            // Every target row may change: read the candidates whole, once.
             read_candidates(&snapshot, &files.files).await?
         } else {
-            // Merge-on-read: the rows a key index found, or else the keys first and then
-            // just the rows a source key hits.
+            // The rows a key index found, or else the keys first and then just the rows a
+            // source key hits.
             let names = plan.key_names();
             let mut wanted = Vec::new();
             let mut unindexed = Vec::new();
@@ -253,114 +275,136 @@ impl MergeBuilder<'_> {
             }
             read_selected(&snapshot.scan(), wanted).await?
         };
-        let mut source_matches = vec![0u32; plan.source.num_rows()];
+        let mut source_matches = vec![0u32; source_rows];
         let mut changes = Vec::new();
         let mut new_rows = Vec::new();
         for (add, rows) in targets {
-            let target = &rows.batch;
-            let (t_idx, s_idx) = plan.matches(target)?;
-            for s in &s_idx {
-                source_matches[*s as usize] += 1;
-                if source_matches[*s as usize] > 1 {
-                    return Err(plan.duplicate(*s as usize, "matches more than one target row"));
-                }
-            }
-            let mut deleted = RoaringTreemap::new();
-            // Matched pairs: the first clause whose condition holds applies.
-            let pairs = plan.pairs(target, &t_idx, &s_idx)?;
-            let mut remaining = BooleanArray::from(vec![true; t_idx.len()]);
-            for clause in &plan.matched {
-                let hit = clause.mask(&pairs, &remaining)?;
-                remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                    .map_err(Error::arrow("merge"))?;
-                let chosen: Vec<u32> = selected(&t_idx, &hit);
-                for t in &chosen {
-                    deleted.insert(rows.positions[*t as usize]);
-                }
-                if let Some(assignments) = &clause.assignments {
-                    let old = take_rows(target, &chosen)?;
-                    let inputs =
-                        filter_record_batch(&pairs, &hit).map_err(Error::arrow("merge"))?;
-                    let new = assign(&old, &inputs, assignments)?;
-                    check_partition_moves(table, &old, &new, assignments, allow_partition_moves)?;
-                    new_rows.push(new);
-                    metrics.rows_updated += chosen.len() as u64;
-                } else {
-                    metrics.rows_deleted += chosen.len() as u64;
-                }
-            }
-            // Target rows no source row matched.
-            if !plan.by_source.is_empty() {
-                let unmatched: Vec<u32> = (0..target.num_rows() as u32)
-                    .filter(|i| !t_idx.contains(i))
-                    .collect();
-                let lonely = plan.target_only(target, &unmatched)?;
-                let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
-                for clause in &plan.by_source {
-                    let hit = clause.mask(&lonely, &remaining)?;
-                    remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                        .map_err(Error::arrow("merge"))?;
-                    let chosen = selected(&unmatched, &hit);
-                    for t in &chosen {
-                        deleted.insert(rows.positions[*t as usize]);
-                    }
-                    if let Some(assignments) = &clause.assignments {
-                        let old = take_rows(target, &chosen)?;
-                        let inputs =
-                            filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
-                        let new = assign(&old, &inputs, assignments)?;
-                        check_partition_moves(
-                            table,
-                            &old,
-                            &new,
-                            assignments,
-                            allow_partition_moves,
-                        )?;
-                        new_rows.push(new);
-                        metrics.rows_updated += chosen.len() as u64;
-                    } else {
-                        metrics.rows_deleted += chosen.len() as u64;
-                    }
-                }
-            }
+            let change = change_target(&plan, &snapshot, &rows.batch, allow_partition_moves)?;
+            count_matches(&plan, &mut source_matches, &change.matched_sources)?;
+            metrics.rows_updated += change.rows_updated;
+            metrics.rows_deleted += change.rows_deleted;
+            let deleted = match &change.deleted {
+                Some(mask) => positions_of(&rows, mask),
+                None => RoaringTreemap::new(),
+            };
+            new_rows.extend(change.replacement);
             changes.push(FileChange { add, rows, deleted });
         }
-
-        // Source rows no target row matched.
-        let unmatched: Vec<u32> = (0..plan.source.num_rows() as u32)
-            .filter(|s| source_matches[*s as usize] == 0)
-            .collect();
-        if !unmatched.is_empty() && !plan.not_matched.is_empty() {
-            let lonely = plan.source_only(&unmatched)?;
-            let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
-            for clause in &plan.not_matched {
-                let hit = clause.mask(&lonely, &remaining)?;
-                remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                    .map_err(Error::arrow("merge"))?;
-                let inputs = filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
-                if inputs.num_rows() == 0 {
-                    continue;
-                }
-                let empty = RecordBatch::new_empty(Arc::clone(snapshot.arrow_schema()));
-                let nulls = null_rows(&empty, inputs.num_rows())?;
-                new_rows.push(assign(
-                    &nulls,
-                    &inputs,
-                    clause.assignments.as_deref().unwrap_or(&[]),
-                )?);
-                metrics.rows_inserted += inputs.num_rows() as u64;
-            }
-        }
-        apply_changes(
-            &mut txn,
+        new_rows.extend(insert_rows(
+            &plan,
             &snapshot,
-            strategy,
-            changes,
-            new_rows,
-            now(table),
+            &source_matches,
             &mut metrics,
-        )
-        .await?;
+        )?);
+        apply_changes(&mut txn, &snapshot, changes, new_rows, now, &mut metrics).await?;
         finish(table, txn, started, metrics).await
     }
+}
+
+/// Counts the source rows a target chunk matched; a source row matching a second
+/// target row is ambiguous.
+fn count_matches(plan: &MergePlan, counts: &mut [u32], matched: &[u32]) -> Result<()> {
+    for s in matched {
+        counts[*s as usize] += 1;
+        if counts[*s as usize] > 1 {
+            return Err(plan.duplicate(*s as usize, "matches more than one target row"));
+        }
+    }
+    Ok(())
+}
+
+/// What the merge does to a chunk of target rows: the first matched clause whose
+/// condition holds applies to each matched row, the first not-matched-by-source clause to
+/// each unmatched one; deleted and updated rows go, updated ones come back as
+/// replacement rows.
+fn change_target(
+    plan: &MergePlan,
+    snapshot: &Snapshot,
+    target: &RecordBatch,
+    allow_partition_moves: bool,
+) -> Result<ChunkChange> {
+    let (t_idx, s_idx) = plan.matches(target)?;
+    let mut change = ChunkChange::default();
+    let mut deleted = vec![false; target.num_rows()];
+    let mut apply = |clauses: &[plan::BoundClause],
+                     rows: &RecordBatch,
+                     idx: &[u32],
+                     change: &mut ChunkChange|
+     -> Result<()> {
+        let mut remaining = BooleanArray::from(vec![true; idx.len()]);
+        for clause in clauses {
+            let hit = clause.mask(rows, &remaining)?;
+            remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
+                .map_err(Error::arrow("merge"))?;
+            let chosen: Vec<u32> = selected(idx, &hit);
+            for t in &chosen {
+                deleted[*t as usize] = true;
+            }
+            if let Some(assignments) = &clause.assignments {
+                let old = take_rows(target, &chosen)?;
+                let inputs = filter_record_batch(rows, &hit).map_err(Error::arrow("merge"))?;
+                let new = assign(&old, &inputs, assignments)?;
+                check_partition_moves(snapshot, &old, &new, assignments, allow_partition_moves)?;
+                change.replacement.push(new);
+                change.rows_updated += chosen.len() as u64;
+            } else {
+                change.rows_deleted += chosen.len() as u64;
+            }
+        }
+        Ok(())
+    };
+    // Matched pairs.
+    let pairs = plan.pairs(target, &t_idx, &s_idx)?;
+    apply(&plan.matched, &pairs, &t_idx, &mut change)?;
+    // Target rows no source row matched.
+    if !plan.by_source.is_empty() {
+        let mut was_matched = vec![false; target.num_rows()];
+        for t in &t_idx {
+            was_matched[*t as usize] = true;
+        }
+        let unmatched: Vec<u32> = (0..target.num_rows() as u32)
+            .filter(|i| !was_matched[*i as usize])
+            .collect();
+        let lonely = plan.target_only(target, &unmatched)?;
+        apply(&plan.by_source, &lonely, &unmatched, &mut change)?;
+    }
+    change.matched_sources = s_idx;
+    change.deleted = Some(BooleanArray::from(deleted));
+    Ok(change)
+}
+
+/// The rows the not-matched clauses insert for source rows no target row matched.
+fn insert_rows(
+    plan: &MergePlan,
+    snapshot: &Snapshot,
+    source_matches: &[u32],
+    metrics: &mut DmlMetrics,
+) -> Result<Vec<RecordBatch>> {
+    let unmatched: Vec<u32> = (0..plan.source.num_rows() as u32)
+        .filter(|s| source_matches[*s as usize] == 0)
+        .collect();
+    let mut out = Vec::new();
+    if unmatched.is_empty() || plan.not_matched.is_empty() {
+        return Ok(out);
+    }
+    let lonely = plan.source_only(&unmatched)?;
+    let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
+    for clause in &plan.not_matched {
+        let hit = clause.mask(&lonely, &remaining)?;
+        remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
+            .map_err(Error::arrow("merge"))?;
+        let inputs = filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
+        if inputs.num_rows() == 0 {
+            continue;
+        }
+        let empty = RecordBatch::new_empty(Arc::clone(snapshot.arrow_schema()));
+        let nulls = null_rows(&empty, inputs.num_rows())?;
+        out.push(assign(
+            &nulls,
+            &inputs,
+            clause.assignments.as_deref().unwrap_or(&[]),
+        )?);
+        metrics.rows_inserted += inputs.num_rows() as u64;
+    }
+    Ok(out)
 }

@@ -560,7 +560,10 @@ mod tests {
         assert_eq!(t, vec![0, 2, 2]);
         assert_eq!(s, vec![2, 0, 3]);
         let no_nulls: ArrayRef = Arc::new(Int64Array::from(vec![4, 5, 6, 7]));
-        assert_eq!(int.pairs(&no_nulls).unwrap(), (vec![1, 1, 3], vec![0, 3, 2]));
+        assert_eq!(
+            int.pairs(&no_nulls).unwrap(),
+            (vec![1, 1, 3], vec![0, 3, 2])
+        );
         // Other key types take the row-encoded path.
         let strings: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
         assert!(IntLookup::of(&[Arc::clone(&strings)]).is_none());

@@ -1,0 +1,178 @@
+//! Copy-on-write rewrites that stream: each candidate file is read a chunk of rows at a
+//! time, the operation decides per chunk which rows go and what replaces them, and the
+//! kept and replacing rows stream into the file's new version while the next chunk
+//! decodes. Several files are rewritten at once, each on a task of its own (up to the
+//! number of cores), so memory holds a few chunks and one encoding file per task whatever
+//! the size of the table. A file no row of which goes is left alone: its rows are held
+//! only until the first change shows up, then streamed.
+
+use std::sync::Arc;
+
+use arrow::array::{BooleanArray, RecordBatch};
+use arrow::compute::{filter_record_batch, not};
+use futures::{StreamExt, TryStreamExt};
+
+use super::DmlMetrics;
+use crate::error::{Error, Result};
+use crate::index::InlineSegments;
+use crate::protocol::Add;
+use crate::scan::stream_file;
+use crate::snapshot::Snapshot;
+use crate::txn::Transaction;
+use crate::write::{FileWriteOptions, SchemaMode, StreamWriter, WrittenFiles, prepare_batches};
+
+/// What an operation decided for one chunk of a file's rows.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkChange {
+    /// Per row of the chunk: whether it goes (updated rows included). `None`: none goes.
+    pub(crate) deleted: Option<BooleanArray>,
+    /// Rows written in the file's new version in place of those that went (updated
+    /// rows), in the table's schema.
+    pub(crate) replacement: Vec<RecordBatch>,
+    /// Source rows the chunk matched (MERGE), to find ambiguous and unmatched ones.
+    pub(crate) matched_sources: Vec<u32>,
+    /// Rows deleted outright.
+    pub(crate) rows_deleted: u64,
+    /// Rows updated.
+    pub(crate) rows_updated: u64,
+}
+
+/// How a chunk of rows changes: given the chunk (all columns, live rows only).
+pub(crate) type Decide = dyn Fn(&RecordBatch) -> Result<ChunkChange> + Send + Sync;
+
+/// What rewriting one file did.
+#[derive(Debug)]
+pub(crate) struct FileRewrite {
+    pub(crate) add: Add,
+    /// The file's new version; `None` when no row of it went (nothing written).
+    pub(crate) written: Option<WrittenFiles>,
+    pub(crate) matched_sources: Vec<u32>,
+    pub(crate) rows_deleted: u64,
+    pub(crate) rows_updated: u64,
+}
+
+/// Rewrites `files` of `snapshot` by `decide`, several at once, and returns what each
+/// rewrite did, in the order of `files`.
+///
+/// Fails when a file cannot be read or written, or when `decide` fails; files already
+/// written are then orphans (nothing is committed) that `vacuum` removes.
+pub(crate) async fn rewrite_files(
+    snapshot: &Snapshot,
+    files: Vec<Add>,
+    options: &FileWriteOptions,
+    decide: Arc<Decide>,
+) -> Result<Vec<FileRewrite>> {
+    let concurrency = std::thread::available_parallelism().map_or(1, |n| n.get());
+    futures::stream::iter(files)
+        .map(|add| {
+            let (snapshot, options, decide) =
+                (snapshot.clone(), options.clone(), Arc::clone(&decide));
+            crate::tasks::spawn("rewriting a data file", async move {
+                rewrite_file(&snapshot, add, &options, decide.as_ref()).await
+            })
+        })
+        .buffered(concurrency)
+        .try_collect()
+        .await
+}
+
+async fn rewrite_file(
+    snapshot: &Snapshot,
+    add: Add,
+    options: &FileWriteOptions,
+    decide: &Decide,
+) -> Result<FileRewrite> {
+    let mut chunks = stream_file(snapshot, &add).await?;
+    let mut out = FileRewrite {
+        add,
+        written: None,
+        matched_sources: Vec::new(),
+        rows_deleted: 0,
+        rows_updated: 0,
+    };
+    // Rows kept before the first change: unwritten until the file turns out to change.
+    let mut pending: Vec<RecordBatch> = Vec::new();
+    let mut writer: Option<StreamWriter> = None;
+    while let Some(chunk) = chunks.try_next().await? {
+        let change = decide(&chunk)?;
+        out.rows_deleted += change.rows_deleted;
+        out.rows_updated += change.rows_updated;
+        out.matched_sources.extend(change.matched_sources);
+        let kept = match &change.deleted {
+            Some(mask) if mask.true_count() > 0 => {
+                if writer.is_none() {
+                    let mut w = StreamWriter::start(
+                        snapshot.location(),
+                        snapshot.schema(),
+                        snapshot.partition_columns(),
+                        options,
+                    );
+                    for batch in pending.drain(..) {
+                        w.send(batch).await?;
+                    }
+                    writer = Some(w);
+                }
+                let keep = not(mask).map_err(Error::arrow("rewriting a file"))?;
+                filter_record_batch(&chunk, &keep).map_err(Error::arrow("rewriting a file"))?
+            }
+            _ => chunk,
+        };
+        let (replacement, _) = prepare_batches(
+            snapshot.schema(),
+            snapshot.partition_columns(),
+            &change.replacement,
+            SchemaMode::Strict,
+        )?;
+        let batches = std::iter::once(kept)
+            .chain(replacement)
+            .filter(|b| b.num_rows() > 0);
+        match writer.as_mut() {
+            Some(w) => {
+                for batch in batches {
+                    w.send(batch).await?;
+                }
+            }
+            None => pending.extend(batches),
+        }
+    }
+    if let Some(w) = writer {
+        out.written = Some(w.finish().await?);
+    }
+    Ok(out)
+}
+
+/// Puts the rewrites into `txn`: each changed file is removed and its new version added
+/// (with inline index segments for it), and the metrics count them.
+///
+/// Fails when an inline index segment cannot be written.
+pub(crate) async fn commit_rewrites(
+    txn: &mut Transaction,
+    snapshot: &Snapshot,
+    rewrites: Vec<FileRewrite>,
+    inserted: WrittenFiles,
+    now_ms: i64,
+    metrics: &mut DmlMetrics,
+) -> Result<()> {
+    let mut all = inserted;
+    for rewrite in rewrites {
+        let Some(written) = rewrite.written else {
+            continue;
+        };
+        txn.remove_file(rewrite.add.into_remove(now_ms));
+        metrics.files_removed += 1;
+        all.rows += written.rows;
+        all.bytes += written.bytes;
+        all.adds.extend(written.adds);
+        all.captured.extend(written.captured);
+    }
+    let inline = InlineSegments::of(snapshot)?;
+    inline
+        .add_to(txn, snapshot, &all.adds, &inline.columns(), &all.captured)
+        .await?;
+    metrics.files_added += all.adds.len();
+    metrics.bytes_written += all.bytes;
+    for add in all.adds {
+        txn.add_file(add);
+    }
+    Ok(())
+}
