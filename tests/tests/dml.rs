@@ -894,7 +894,12 @@ async fn copy_on_write_streams_files_and_rewrites_only_those_that_change() {
         .unwrap();
     assert_eq!(out.metrics.rows_deleted, 1);
     assert_eq!(out.metrics.files_removed, 1);
-    assert!(t.snapshot().files().any(|a| a.path == before[1]));
+    // The other file is untouched.
+    let untouched = before
+        .iter()
+        .filter(|p| t.snapshot().files().any(|a| &a.path == *p))
+        .count();
+    assert_eq!(untouched, 1);
 
     // Statistics may hold these ids, but no row does: nothing is rewritten or committed.
     let version = t.version();
@@ -953,4 +958,93 @@ async fn copy_on_write_streams_files_and_rewrites_only_those_that_change() {
         .collect();
     assert_eq!(ids, expected);
     assert_eq!(updated, 99_999);
+}
+
+/// A merge-on-read upsert that sets every column from the source reads only the target's
+/// keys; one that keeps a target column, or whose condition reads one, reads the rows.
+/// Both give the same rows as the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_on_read_upserts_read_only_keys_when_the_source_sets_every_column() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("amount", DataType::Float64, true),
+        Field::new("note", DataType::Utf8, true),
+    ]));
+    let batch = |ids: &[i64], amount: f64, note: &str| {
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(Float64Array::from(vec![amount; ids.len()])),
+                Arc::new(StringArray::from(vec![note; ids.len()])),
+            ],
+        )
+        .unwrap()
+    };
+    let target = local();
+    let mut t = Table::create_at(target.location.clone())
+        .with_arrow_schema(&schema)
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    let ids: Vec<i64> = (0..1000).collect();
+    t.append([batch(&ids, 1.0, "old")]).await.unwrap();
+
+    // Every column from the source: keys only.
+    let out = t
+        .merge([batch(&[5, 500, 2000], 2.0, "new")])
+        .on(["id"])
+        .when_matched_update_all(None)
+        .when_not_matched_insert_all(None)
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.metrics.rows_updated, out.metrics.rows_inserted),
+        (2, 1)
+    );
+    // The note stays the target's, and the condition reads a target column.
+    let amounts_only = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("amount", DataType::Float64, true),
+        ])),
+        vec![
+            Arc::new(Int64Array::from(vec![6, 500, 7])),
+            Arc::new(Float64Array::from(vec![3.0; 3])),
+        ],
+    )
+    .unwrap();
+    let out = t
+        .merge([amounts_only])
+        .on(["id"])
+        .when_matched_update(
+            Some(target_col("amount").lt(lit(2.0))),
+            [("amount", source_col("amount"))],
+        )
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(out.metrics.rows_updated, 2);
+
+    let mut rows = BTreeMap::new();
+    for b in t.scan().collect().await.unwrap() {
+        let id = b.column(0).as_primitive::<Int64Type>();
+        let amount = b.column(1).as_primitive::<Float64Type>();
+        let note = b.column(2).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let previous = rows.insert(id.value(i), (amount.value(i), note.value(i).to_string()));
+            assert!(previous.is_none(), "id {} twice", id.value(i));
+        }
+    }
+    assert_eq!(rows.len(), 1001);
+    assert_eq!(rows[&5], (2.0, "new".to_string()));
+    assert_eq!(rows[&500], (2.0, "new".to_string()));
+    assert_eq!(rows[&2000], (2.0, "new".to_string()));
+    assert_eq!(rows[&6], (3.0, "old".to_string()));
+    assert_eq!(rows[&7], (3.0, "old".to_string()));
+    assert_eq!(rows[&4], (1.0, "old".to_string()));
 }

@@ -25,6 +25,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
+use crate::scan::FileRows;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use plan::{MergePlan, null_rows, selected, take_rows};
@@ -263,17 +264,41 @@ impl MergeBuilder<'_> {
                     None => unindexed.push((add.clone(), None)),
                 }
             }
+            // When the clauses need nothing of the target but its keys (an upsert setting
+            // every column from the source), the keys are all that is read.
+            let keys_only = !plan.needs_target_values() && snapshot.partition_columns().is_empty();
+            if keys_only {
+                unindexed.append(&mut wanted);
+            }
             let keyed = read_selected(&snapshot.scan().select(names.clone()), unindexed).await?;
+            let mut targets = Vec::new();
             for (add, rows) in keyed {
                 let hits = plan.key_hits(&rows.batch, &names)?;
                 if hits.is_empty() {
                     continue;
                 }
-                let only: RoaringTreemap =
+                let positions: Vec<u64> =
                     hits.iter().map(|h| rows.positions[*h as usize]).collect();
-                wanted.push((add, Some(only)));
+                if keys_only {
+                    let keys = take_rows(&rows.batch, &hits)?;
+                    let batch = plan.keys_only_target(&keys)?;
+                    let physical_rows = rows.physical_rows;
+                    targets.push((
+                        add,
+                        FileRows {
+                            batch,
+                            positions,
+                            physical_rows,
+                        },
+                    ));
+                } else {
+                    wanted.push((add, Some(positions.into_iter().collect())));
+                }
             }
-            read_selected(&snapshot.scan(), wanted).await?
+            if !keys_only {
+                targets = read_selected(&snapshot.scan(), wanted).await?;
+            }
+            targets
         };
         let mut source_matches = vec![0u32; source_rows];
         let mut changes = Vec::new();

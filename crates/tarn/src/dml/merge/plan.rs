@@ -246,6 +246,57 @@ impl MergePlan {
 
     /// The (target row, source row) pairs whose keys match (and that meet the extra
     /// condition).
+    /// Whether the matched clauses need the target rows' own values beyond their keys: a
+    /// condition or value that reads a target column, a target column no update sets, or
+    /// clauses on rows the source does not match. When they do not, a merge-on-read
+    /// merge reads only the key columns.
+    pub(super) fn needs_target_values(&self) -> bool {
+        let reads_target = |e: &Expr| e.columns().iter().any(|c| c.root() == "target");
+        if self.condition.as_ref().is_some_and(reads_target) || !self.by_source.is_empty() {
+            return true;
+        }
+        let columns = self.target_schema.fields().len();
+        self.matched.iter().any(|clause| {
+            clause.condition.as_ref().is_some_and(reads_target)
+                || clause.assignments.as_ref().is_some_and(|sets| {
+                    sets.iter().any(|a| reads_target(&a.value))
+                        || (0..columns).any(|i| !sets.iter().any(|a| a.index == i))
+                })
+        })
+    }
+
+    /// Target rows in the table's schema (every field nullable) that hold only their
+    /// key columns, taken from `keys`, and nulls elsewhere: enough for a merge that does
+    /// not need the target's values.
+    ///
+    /// Fails when `keys` lacks a key column.
+    pub(super) fn keys_only_target(&self, keys: &RecordBatch) -> Result<RecordBatch> {
+        let rows = keys.num_rows();
+        let key_names = self.key_names();
+        let mut fields = Vec::new();
+        let mut columns = Vec::new();
+        for field in self.target_schema.fields() {
+            let column = if key_names.contains(field.name()) {
+                Arc::clone(keys.column_by_name(field.name()).ok_or_else(|| {
+                    Error::UnknownColumn {
+                        column: field.name().clone(),
+                        available: key_names.clone(),
+                    }
+                })?)
+            } else {
+                new_null_array(field.data_type(), rows)
+            };
+            fields.push(field.as_ref().clone().with_nullable(true));
+            columns.push(column);
+        }
+        RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            columns,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(Error::arrow("preparing merge keys"))
+    }
+
     /// The names of the target's key columns, to read them alone.
     pub(super) fn key_names(&self) -> Vec<String> {
         self.target_keys
