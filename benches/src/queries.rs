@@ -6,7 +6,7 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::kernels::aggregate::sum;
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use tarn::Snapshot;
 use tarn::expr::{Expr, col};
 
@@ -108,11 +108,23 @@ impl Query {
         if let Some(filter) = self.filter() {
             scan = scan.filter(filter);
         }
-        let mut stream = scan.execute().await?;
-        let mut total = 0.0;
-        while let Some(batch) = stream.try_next().await? {
-            total += self.fold(&batch)?;
-        }
-        Ok(total)
+        // Casting strings runs on blocking threads, a batch per core at once, as an
+        // engine's partitions would; sums are cheaper than the hop.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let blocking = self == Query::SumValue2;
+        scan.with_batch_size(64 * 1024)
+            .execute()
+            .await?
+            .map(|batch| async move {
+                let batch = batch?;
+                if blocking {
+                    tokio::task::spawn_blocking(move || self.fold(&batch)).await?
+                } else {
+                    self.fold(&batch)
+                }
+            })
+            .buffer_unordered(cores)
+            .try_fold(0.0, |total, value| async move { Ok(total + value) })
+            .await
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::{and, filter_record_batch, not};
+use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 use super::rewrite::{ChunkChange, Decide, commit_rewrites};
@@ -271,9 +272,21 @@ impl MergeBuilder<'_> {
                 unindexed.append(&mut wanted);
             }
             let keyed = read_selected(&snapshot.scan().select(names.clone()), unindexed).await?;
+            // Each file's keys are probed on a task of its own: every core probes.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let probed: Vec<_> = futures::stream::iter(keyed)
+                .map(|(add, rows)| {
+                    let (plan, names) = (Arc::clone(&plan), names.clone());
+                    crate::tasks::spawn("probing merge keys", async move {
+                        let hits = plan.key_hits(&rows.batch, &names)?;
+                        Ok((add, rows, hits))
+                    })
+                })
+                .buffered(cores)
+                .try_collect()
+                .await?;
             let mut targets = Vec::new();
-            for (add, rows) in keyed {
-                let hits = plan.key_hits(&rows.batch, &names)?;
+            for (add, rows, hits) in probed {
                 if hits.is_empty() {
                     continue;
                 }
