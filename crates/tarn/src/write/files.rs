@@ -69,7 +69,7 @@ pub(crate) struct FileWriteOptions {
 struct EncodedFile {
     relative: String,
     partition_values: PartitionValues,
-    bytes: Bytes,
+    bytes: PutPayload,
     stats: String,
     rows: usize,
     captured: Vec<ArrayRef>,
@@ -289,7 +289,7 @@ fn add_of(file: &EncodedFile, modification_time: i64) -> Add {
     Add {
         path: uri_encode(&file.relative),
         partition_values: file.partition_values.clone(),
-        size: file.bytes.len() as i64,
+        size: file.bytes.content_length() as i64,
         modification_time,
         data_change: true,
         stats: Some(file.stats.clone()),
@@ -305,7 +305,7 @@ fn add_of(file: &EncodedFile, modification_time: i64) -> Add {
 /// what depends on them (index segments) can be made while they upload.
 pub(crate) struct EncodedFiles {
     pub(crate) written: WrittenFiles,
-    uploads: Vec<(Path, Bytes)>,
+    uploads: Vec<(Path, PutPayload)>,
 }
 
 impl EncodedFiles {
@@ -377,10 +377,10 @@ fn tokio_stream_from<T: Send + 'static>(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
 }
 
-async fn upload(store: &dyn ObjectStore, path: &Path, bytes: Bytes) -> Result<()> {
-    if bytes.len() <= MULTIPART_THRESHOLD {
+async fn upload(store: &dyn ObjectStore, path: &Path, bytes: PutPayload) -> Result<()> {
+    if bytes.content_length() <= MULTIPART_THRESHOLD {
         store
-            .put(path, PutPayload::from_bytes(bytes))
+            .put(path, bytes)
             .await
             .map_err(Error::store("put", path))?;
         return Ok(());
@@ -390,7 +390,9 @@ async fn upload(store: &dyn ObjectStore, path: &Path, bytes: Bytes) -> Result<()
         .await
         .map_err(Error::store("put_multipart", path))?;
     let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-    writer.put(bytes);
+    for chunk in &bytes {
+        writer.put(chunk.clone());
+    }
     writer
         .finish()
         .await
@@ -398,9 +400,53 @@ async fn upload(store: &dyn ObjectStore, path: &Path, bytes: Bytes) -> Result<()
     Ok(())
 }
 
+/// Bytes of a file being encoded, in chunks: growing it never copies what is written
+/// (a `Vec` doubling copies the whole file so far, and briefly holds it twice).
+#[derive(Default)]
+struct ChunkedBuffer {
+    chunks: Vec<Bytes>,
+    current: Vec<u8>,
+}
+
+/// Size of each chunk of a [`ChunkedBuffer`].
+const BUFFER_CHUNK: usize = 4 * 1024 * 1024;
+
+impl std::io::Write for ChunkedBuffer {
+    fn write(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
+        let written = data.len();
+        while !data.is_empty() {
+            if self.current.len() == self.current.capacity() {
+                if !self.current.is_empty() {
+                    self.chunks
+                        .push(Bytes::from(std::mem::take(&mut self.current)));
+                }
+                self.current = Vec::with_capacity(BUFFER_CHUNK);
+            }
+            let room = self.current.capacity() - self.current.len();
+            let (now, rest) = data.split_at(room.min(data.len()));
+            self.current.extend_from_slice(now);
+            data = rest;
+        }
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl ChunkedBuffer {
+    fn into_payload(mut self) -> PutPayload {
+        if !self.current.is_empty() {
+            self.chunks.push(Bytes::from(self.current));
+        }
+        self.chunks.into_iter().collect()
+    }
+}
+
 /// An open data file of one partition.
 struct OpenFile {
-    writer: ArrowWriter<Vec<u8>>,
+    writer: ArrowWriter<ChunkedBuffer>,
     relative: String,
     partition_values: PartitionValues,
     rows: usize,
@@ -451,7 +497,7 @@ fn encode(
                         let relative = file_name(partition_columns, &key, counter);
                         counter += 1;
                         let writer = ArrowWriter::try_new(
-                            Vec::new(),
+                            ChunkedBuffer::default(),
                             Arc::clone(&data_schema),
                             Some(props.clone()),
                         )
@@ -522,7 +568,7 @@ fn finish(
     let mut writer = writer;
     let metadata = writer.finish().map_err(Error::parquet(&relative))?;
     // `finish` has written the footer; the buffer now holds the whole file.
-    let bytes = Bytes::from(std::mem::take(writer.inner_mut()));
+    let bytes = std::mem::take(writer.inner_mut()).into_payload();
     let stats = stats_json(
         &metadata,
         data_schema,
@@ -653,6 +699,23 @@ mod tests {
             .flatten()
             .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
             .collect()
+    }
+
+    #[test]
+    fn a_chunked_buffer_keeps_every_byte_in_order() {
+        use std::io::Write;
+        let data: Vec<u8> = (0..(BUFFER_CHUNK * 2 + 12_345))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let mut buffer = ChunkedBuffer::default();
+        for piece in data.chunks(1_000_003) {
+            buffer.write_all(piece).unwrap();
+        }
+        let payload = buffer.into_payload();
+        assert_eq!(payload.content_length(), data.len());
+        let joined: Vec<u8> = payload.iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(joined, data);
+        assert!(payload.iter().all(|b| b.len() <= BUFFER_CHUNK));
     }
 
     #[test]
