@@ -204,12 +204,13 @@ pub(crate) async fn exact_deletions(
         };
         changes.push(FileChange {
             add: add.clone(),
+            deleted: rows - &before,
             rows: FileRows {
                 batch: RecordBatch::new_empty(std::sync::Arc::clone(snapshot.arrow_schema())),
                 positions: Vec::new(),
                 physical_rows: physical,
+                deleted_before: before,
             },
-            deleted: rows - &before,
         });
     }
     Ok(Some(changes))
@@ -293,10 +294,8 @@ pub(crate) async fn apply_changes(
     let mut dv_file = DvFileWriter::new();
     for change in changes.into_iter().filter(|c| !c.deleted.is_empty()) {
         let FileChange { add, rows, deleted } = change;
-        let before = match &add.deletion_vector {
-            Some(dv) => load_deletion_vector(location, dv).await?,
-            None => RoaringTreemap::new(),
-        };
+        // The deletion vector as read with the rows: loaded once per operation.
+        let before = rows.deleted_before;
         let all = &before | &deleted;
         txn.record_dv_change(&add, before, deleted.clone(), rows.physical_rows);
         if all.len() >= rows.physical_rows {

@@ -29,6 +29,9 @@ pub(crate) struct FileRows {
     pub(crate) positions: Vec<u64>,
     /// Rows in the file, deleted ones included.
     pub(crate) physical_rows: u64,
+    /// The file's deletion vector as read with the rows (empty without one), so a change
+    /// that extends it need not load it again.
+    pub(crate) deleted_before: RoaringTreemap,
 }
 
 /// Reads every live row of a file with its position (row groups in order, no pruning).
@@ -95,6 +98,7 @@ pub(crate) async fn read_file_rows_of(
             read_positions.len()
         ))));
     }
+    let deleted_before = deleted.clone().unwrap_or_default();
     let (batch, positions) = match deleted {
         None => (all, read_positions),
         Some(bitmap) => {
@@ -115,6 +119,7 @@ pub(crate) async fn read_file_rows_of(
         batch,
         positions,
         physical_rows,
+        deleted_before,
     })
 }
 

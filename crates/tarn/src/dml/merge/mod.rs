@@ -295,13 +295,14 @@ impl MergeBuilder<'_> {
                 if keys_only {
                     let keys = take_rows(&rows.batch, &hits)?;
                     let batch = plan.keys_only_target(&keys)?;
-                    let physical_rows = rows.physical_rows;
+                    let (physical_rows, deleted_before) = (rows.physical_rows, rows.deleted_before);
                     targets.push((
                         add,
                         FileRows {
                             batch,
                             positions,
                             physical_rows,
+                            deleted_before,
                         },
                     ));
                 } else {
