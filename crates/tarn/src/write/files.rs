@@ -8,10 +8,9 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{SortColumn, lexsort_to_indices, partition, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use bytes::Bytes;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
+use object_store::{ObjectStore, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -24,6 +23,8 @@ use crate::paths::{NULL_PARTITION, hive_escape, uri_encode};
 use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
+
+use super::upload::{ChunkedBuffer, UPLOAD_CONCURRENCY, tokio_stream_from, upload};
 
 /// Most rows handed to the Parquet writer at a time.
 const SLICE_ROWS: usize = 8 * 1024;
@@ -43,12 +44,6 @@ fn slice_rows(file: Option<&OpenFile>, target: u64) -> usize {
 }
 /// Rows per data page, at most.
 const DATA_PAGE_ROWS: usize = 16 * 1024;
-/// Files uploaded at once.
-const UPLOAD_CONCURRENCY: usize = 8;
-/// Above this size a file is uploaded in parts.
-const MULTIPART_THRESHOLD: usize = 32 * 1024 * 1024;
-/// Size of each part of a multipart upload.
-const PART_SIZE: usize = 16 * 1024 * 1024;
 
 /// Settings of one data write.
 #[derive(Debug, Clone)]
@@ -371,79 +366,6 @@ pub(crate) async fn encode_files(
     Ok(encoded)
 }
 
-fn tokio_stream_from<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::Receiver<T>,
-) -> futures::stream::BoxStream<'static, T> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
-}
-
-async fn upload(store: &dyn ObjectStore, path: &Path, bytes: PutPayload) -> Result<()> {
-    if bytes.content_length() <= MULTIPART_THRESHOLD {
-        store
-            .put(path, bytes)
-            .await
-            .map_err(Error::store("put", path))?;
-        return Ok(());
-    }
-    let upload = store
-        .put_multipart(path)
-        .await
-        .map_err(Error::store("put_multipart", path))?;
-    let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-    for chunk in &bytes {
-        writer.put(chunk.clone());
-    }
-    writer
-        .finish()
-        .await
-        .map_err(Error::store("put_multipart", path))?;
-    Ok(())
-}
-
-/// Bytes of a file being encoded, in chunks: growing it never copies what is written
-/// (a `Vec` doubling copies the whole file so far, and briefly holds it twice).
-#[derive(Default)]
-struct ChunkedBuffer {
-    chunks: Vec<Bytes>,
-    current: Vec<u8>,
-}
-
-/// Size of each chunk of a [`ChunkedBuffer`].
-const BUFFER_CHUNK: usize = 4 * 1024 * 1024;
-
-impl std::io::Write for ChunkedBuffer {
-    fn write(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
-        let written = data.len();
-        while !data.is_empty() {
-            if self.current.len() == self.current.capacity() {
-                if !self.current.is_empty() {
-                    self.chunks
-                        .push(Bytes::from(std::mem::take(&mut self.current)));
-                }
-                self.current = Vec::with_capacity(BUFFER_CHUNK);
-            }
-            let room = self.current.capacity() - self.current.len();
-            let (now, rest) = data.split_at(room.min(data.len()));
-            self.current.extend_from_slice(now);
-            data = rest;
-        }
-        Ok(written)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl ChunkedBuffer {
-    fn into_payload(mut self) -> PutPayload {
-        if !self.current.is_empty() {
-            self.chunks.push(Bytes::from(self.current));
-        }
-        self.chunks.into_iter().collect()
-    }
-}
-
 /// An open data file of one partition.
 struct OpenFile {
     writer: ArrowWriter<ChunkedBuffer>,
@@ -699,23 +621,6 @@ mod tests {
             .flatten()
             .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
             .collect()
-    }
-
-    #[test]
-    fn a_chunked_buffer_keeps_every_byte_in_order() {
-        use std::io::Write;
-        let data: Vec<u8> = (0..(BUFFER_CHUNK * 2 + 12_345))
-            .map(|i| (i % 251) as u8)
-            .collect();
-        let mut buffer = ChunkedBuffer::default();
-        for piece in data.chunks(1_000_003) {
-            buffer.write_all(piece).unwrap();
-        }
-        let payload = buffer.into_payload();
-        assert_eq!(payload.content_length(), data.len());
-        let joined: Vec<u8> = payload.iter().flat_map(|b| b.to_vec()).collect();
-        assert_eq!(joined, data);
-        assert!(payload.iter().all(|b| b.len() <= BUFFER_CHUNK));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod builder;
 mod files;
 mod low_level;
+mod upload;
 
 use std::sync::Arc;
 
