@@ -80,7 +80,8 @@ pub use index::{
 pub use log::checkpoint::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use scan::{
-    CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, RecordBatchStream, Scan, ScanPlan,
+    CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES, MAX_CONCURRENCY,
+    RecordBatchStream, Scan, ScanPlan,
 };
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::Table;

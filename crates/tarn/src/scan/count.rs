@@ -61,6 +61,7 @@ impl Scan {
             }
         }
         outcome.files_read = unread.len();
+        let concurrency = scan.concurrency_for(&unread);
         outcome.rows += futures::stream::iter(unread)
             .map(|planned| {
                 let ctx = Arc::clone(&ctx);
@@ -71,7 +72,7 @@ impl Scan {
                         .await
                 }
             })
-            .buffer_unordered(scan.concurrency)
+            .buffer_unordered(concurrency)
             .try_fold(0u64, |n, rows| async move { Ok(n + rows) })
             .await?;
         Ok(outcome)

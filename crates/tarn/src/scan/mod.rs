@@ -36,8 +36,12 @@ pub type RecordBatchStream = BoxStream<'static, Result<RecordBatch>>;
 
 /// Default rows per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 8192;
-/// Default number of files read at once.
+/// Fewest files read at once (unless a scan asks for fewer).
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Most files read at once by default.
+pub const MAX_CONCURRENCY: usize = 128;
+/// Bytes of data files a scan keeps in flight by default (their sizes on storage).
+pub const IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
 /// Files read at once when an index selected their rows.
 const INDEXED_CONCURRENCY: usize = 64;
 
@@ -50,7 +54,8 @@ pub struct Scan {
     columns: Option<Vec<String>>,
     predicate: Option<Expr>,
     batch_size: usize,
-    concurrency: usize,
+    /// Files read at once; `None` sizes it to the files.
+    concurrency: Option<usize>,
     use_indices: bool,
 }
 
@@ -94,7 +99,7 @@ impl Snapshot {
             columns: None,
             predicate: None,
             batch_size: DEFAULT_BATCH_SIZE,
-            concurrency: DEFAULT_CONCURRENCY,
+            concurrency: None,
             use_indices: true,
         }
     }
@@ -130,10 +135,22 @@ impl Scan {
         self
     }
 
-    /// Files read at once (default 8).
+    /// Files read at once. By default as many as fit [`IN_FLIGHT_BYTES`] of the planned
+    /// files' sizes, from [`DEFAULT_CONCURRENCY`] up to [`MAX_CONCURRENCY`]: many small
+    /// files on an object store then take a few round trips, not one per batch of 8.
     pub fn with_concurrency(mut self, files: usize) -> Self {
-        self.concurrency = files.max(1);
+        self.concurrency = Some(files.max(1));
         self
+    }
+
+    /// Files read at once for these planned files.
+    fn concurrency_for(&self, files: &[PlannedFile]) -> usize {
+        if let Some(n) = self.concurrency {
+            return n;
+        }
+        let bytes: u64 = files.iter().map(|f| f.add.size.max(1) as u64).sum();
+        let average = bytes / files.len().max(1) as u64;
+        ((IN_FLIGHT_BYTES / average.max(1)) as usize).clamp(DEFAULT_CONCURRENCY, MAX_CONCURRENCY)
     }
 
     /// Whether the table's indices narrow the files and rows read (default yes). The rows
@@ -287,9 +304,9 @@ impl Scan {
         // Rows an index selected are a few pages per file: keep more files in flight, so
         // the reads take one round trip rather than one per batch of files.
         let concurrency = if plan.rows.is_empty() {
-            self.concurrency
+            self.concurrency_for(&files)
         } else {
-            self.concurrency.max(INDEXED_CONCURRENCY)
+            self.concurrency_for(&files).max(INDEXED_CONCURRENCY)
         };
         // Each file decodes on a task of its own: files in flight use every core.
         let stream = futures::stream::iter(files)
