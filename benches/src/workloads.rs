@@ -653,6 +653,9 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
                 if let Some(f) = &filter {
                     scan = scan.filter(f.clone());
                 }
+                if label == "LIMIT 1" {
+                    scan = scan.with_limit(1);
+                }
                 // Planning alone, then the whole query (which plans again) as the total.
                 let started = Instant::now();
                 let plan = scan.plan().await?;

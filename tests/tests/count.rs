@@ -1,7 +1,7 @@
 //! `COUNT(*)` from the log: with no predicate, one on partition columns only, or one
 //! statistics show every row meets, a count reads no object at all (the snapshot's
 //! `numRecords` minus deletion-vector cardinalities); otherwise it reads rows and still
-//! agrees with the scan.
+//! agrees with the scan. A `LIMIT` without a predicate plans only the files it needs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -115,4 +115,50 @@ async fn counts_come_from_the_log_without_reading_data() {
     assert_eq!(filtered.rows, scanned as u64);
     assert!(filtered.files_read > 0);
     assert!(counter.take().gets > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_plans_and_reads_only_the_files_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
+    let mut table = Table::create_at(location)
+        .with_arrow_schema(&batch(0..1).schema())
+        .execute()
+        .await
+        .unwrap();
+    for i in 0..4 {
+        table
+            .append([batch(i * 1000..i * 1000 + 1000)])
+            .await
+            .unwrap();
+    }
+    let rows = |batches: Vec<RecordBatch>| batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+
+    let plan = table.scan().with_limit(1500).plan().await.unwrap();
+    assert_eq!(plan.files.len(), 2);
+    assert_eq!(
+        rows(table.scan().with_limit(1500).collect().await.unwrap()),
+        1500
+    );
+    assert_eq!(rows(table.scan().with_limit(1).collect().await.unwrap()), 1);
+    assert_eq!(rows(table.scan().with_limit(0).collect().await.unwrap()), 0);
+    assert_eq!(
+        rows(table.scan().with_limit(10_000).collect().await.unwrap()),
+        4000
+    );
+    assert_eq!(table.scan().with_limit(1500).count().await.unwrap(), 1500);
+
+    // With a predicate every file may be planned; the rows stop at the limit and match.
+    let filtered = table
+        .scan()
+        .filter(col("day").eq(lit("d2")))
+        .with_limit(30)
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows(filtered.clone()), 30);
+    for b in &filtered {
+        let days = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+        assert!(days.iter().all(|d| d == Some("d2")));
+    }
 }

@@ -75,6 +75,9 @@ impl Scan {
             .buffer_unordered(concurrency)
             .try_fold(0u64, |n, rows| async move { Ok(n + rows) })
             .await?;
+        if let Some(limit) = scan.limit {
+            outcome.rows = outcome.rows.min(limit as u64);
+        }
         Ok(outcome)
     }
 }

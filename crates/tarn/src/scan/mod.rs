@@ -56,6 +56,8 @@ pub struct Scan {
     batch_size: usize,
     /// Files read at once; `None` sizes it to the files.
     concurrency: Option<usize>,
+    /// At most this many rows.
+    limit: Option<usize>,
     use_indices: bool,
 }
 
@@ -100,6 +102,7 @@ impl Snapshot {
             predicate: None,
             batch_size: DEFAULT_BATCH_SIZE,
             concurrency: None,
+            limit: None,
             use_indices: true,
         }
     }
@@ -140,6 +143,14 @@ impl Scan {
     /// files on an object store then take a few round trips, not one per batch of 8.
     pub fn with_concurrency(mut self, files: usize) -> Self {
         self.concurrency = Some(files.max(1));
+        self
+    }
+
+    /// Returns at most `rows` rows (`LIMIT`). Without a predicate, planning stops at
+    /// the first files whose row counts in the log cover the limit, and only those are
+    /// read; with one, reading stops once the limit is reached.
+    pub fn with_limit(mut self, rows: usize) -> Self {
+        self.limit = Some(rows);
         self
     }
 
@@ -247,7 +258,10 @@ impl Scan {
     }
 
     async fn plan_files(&self, ctx: &ScanContext) -> Result<(Vec<PlannedFile>, ScanPlan)> {
-        let (mut files, by_partition, by_stats) = ctx.prune_files()?;
+        let (mut files, by_partition, by_stats) = match (self.limit, &ctx.predicate) {
+            (Some(limit), None) => (ctx.first_files(limit)?, 0, 0),
+            _ => ctx.prune_files()?,
+        };
         let mut plan = ScanPlan {
             files: Vec::new(),
             total_files: self.snapshot.file_count(),
@@ -316,8 +330,12 @@ impl Scan {
                     file::read_file(Arc::clone(&ctx), file),
                 )
             })
-            .flatten_unordered(concurrency);
-        Ok(stream.boxed())
+            .flatten_unordered(concurrency)
+            .boxed();
+        Ok(match self.limit {
+            Some(limit) => limited(stream, limit),
+            None => stream,
+        })
     }
 
     /// Runs the scan and collects every batch.
@@ -383,6 +401,36 @@ impl ScanContext {
             .collect()
     }
 
+    /// The first live files whose live row counts in the log (`numRecords` minus
+    /// deletion vectors; a file without one counts as none) reach `limit`: what a
+    /// `LIMIT` without a predicate reads, planned without looking at the other files.
+    fn first_files(&self, limit: usize) -> Result<Vec<PlannedFile>> {
+        let mut files = Vec::new();
+        let mut rows = 0u64;
+        for add in self.snapshot.files() {
+            if rows >= limit as u64 {
+                break;
+            }
+            let records = add
+                .stats
+                .as_deref()
+                .and_then(FileStats::parse)
+                .and_then(|s| s.num_records)
+                .unwrap_or(0);
+            let deleted = add
+                .deletion_vector
+                .as_ref()
+                .map_or(0, |dv| dv.cardinality.max(0) as u64);
+            rows += records.saturating_sub(deleted);
+            files.push(PlannedFile {
+                partitions: self.partition_values(add)?,
+                add: add.clone(),
+                rows: None,
+            });
+        }
+        Ok(files)
+    }
+
     /// The files to read, and how many partition values and statistics ruled out.
     fn prune_files(&self) -> Result<(Vec<PlannedFile>, usize, usize)> {
         let mut files = Vec::new();
@@ -419,6 +467,24 @@ impl ScanContext {
         }
         Ok((files, by_partition, by_stats))
     }
+}
+
+/// The first `limit` rows of `stream`; it is dropped (its reads stopped) once they are
+/// out.
+fn limited(stream: RecordBatchStream, limit: usize) -> RecordBatchStream {
+    futures::stream::unfold((stream, limit), |(mut stream, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        match stream.next().await? {
+            Ok(batch) => {
+                let rows = batch.num_rows().min(left);
+                Some((Ok(batch.slice(0, rows)), (stream, left - rows)))
+            }
+            Err(e) => Some((Err(e), (stream, 0))),
+        }
+    })
+    .boxed()
 }
 
 /// Binds a predicate to a snapshot: checks it against the schema and gives each
