@@ -5,6 +5,7 @@
 //! because on S3 those, not CPU, make most of the time.
 
 pub mod catalog;
+pub mod cdc;
 pub mod compare;
 pub mod concurrency;
 pub mod r#gen;

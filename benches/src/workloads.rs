@@ -34,7 +34,15 @@ use crate::report::{Record, Reporter, progress};
 use crate::{Bench, BenchError, Sample, Summary, r#gen, sample};
 
 /// Every workload, in the order `all` runs them.
-pub const ALL: [&str; 6] = ["load", "merge", "mutations", "files", "reads", "index"];
+pub const ALL: [&str; 7] = [
+    "load",
+    "merge",
+    "cdc",
+    "mutations",
+    "files",
+    "reads",
+    "index",
+];
 
 /// Runs the workload called `name`.
 ///
@@ -43,6 +51,7 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
     match name {
         "load" => load(bench, reporter).await,
         "merge" => merge(bench, reporter).await,
+        "cdc" => crate::cdc::cdc(bench, reporter).await,
         "mutations" => mutations(bench, reporter).await,
         "files" => files(bench, reporter).await,
         "reads" => reads(bench, reporter).await,
@@ -51,20 +60,20 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
     }
 }
 
-fn strategy_name(strategy: ChangeStrategy) -> &'static str {
+pub(crate) fn strategy_name(strategy: ChangeStrategy) -> &'static str {
     match strategy {
         ChangeStrategy::CopyOnWrite => "copy-on-write",
         ChangeStrategy::MergeOnRead => "merge-on-read",
     }
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
 /// Bytes of `batches` as one Parquet file with Tarn's default writer settings: what an
 /// ideal writer of exactly these rows would write.
-fn parquet_bytes(batches: &[RecordBatch]) -> Result<u64, BenchError> {
+pub(crate) fn parquet_bytes(batches: &[RecordBatch]) -> Result<u64, BenchError> {
     let Some(first) = batches.first() else {
         return Ok(0);
     };
@@ -99,7 +108,7 @@ pub async fn create(
 
 /// Waits for the background checkpoint a commit may have started, so setup leaves a
 /// table whose cold open is what a long-lived writer would leave.
-async fn settle(checkpoint: Option<tarn::CheckpointTask>) -> Result<(), BenchError> {
+pub(crate) async fn settle(checkpoint: Option<tarn::CheckpointTask>) -> Result<(), BenchError> {
     if let Some(task) = checkpoint {
         task.wait().await?;
     }
@@ -191,7 +200,7 @@ fn median(values: impl Iterator<Item = u64>) -> u64 {
 
 /// Runs the five LHBench queries on `snapshot` `runs` times; returns each query's median
 /// time and value, and the summary of all five run together.
-async fn merge_queries(
+pub(crate) async fn merge_queries(
     bench: &Bench,
     table: &str,
     runs: usize,

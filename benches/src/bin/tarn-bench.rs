@@ -52,6 +52,9 @@ enum Command {
     Load,
     /// The LHBench merge microbenchmark, copy-on-write against merge-on-read.
     Merge,
+    /// The production write mix: a 1% CDC batch (90% updates, 10% inserts) merged under
+    /// each strategy, then a 10% append; latency, bytes written, write amplification.
+    Cdc,
     /// The Brooklyn Data mutation sequence: upsert, three deletes, a GDPR delete.
     Mutations,
     /// Open, refresh and selective queries on tables of 1K, 10K (and 100K) files.
@@ -106,6 +109,7 @@ async fn main() -> Result<(), BenchError> {
         Command::All => workloads::ALL.to_vec(),
         Command::Load => vec!["load"],
         Command::Merge => vec!["merge"],
+        Command::Cdc => vec!["cdc"],
         Command::Mutations => vec!["mutations"],
         Command::Files => vec!["files"],
         Command::Reads => vec!["reads"],
