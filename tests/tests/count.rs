@@ -2,6 +2,7 @@
 //! statistics show every row meets, a count reads no object at all (the snapshot's
 //! `numRecords` minus deletion-vector cardinalities); otherwise it reads rows and still
 //! agrees with the scan. A `LIMIT` without a predicate plans only the files it needs.
+//! `MIN`/`MAX` come from exact statistics when no deletion vector is in the way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use object_store::ObjectStore;
-use tarn::expr::{col, lit};
+use tarn::expr::{Scalar, col, lit};
 use tarn::{ChangeStrategy, Table};
 use tarn_store::CountingStore;
 
@@ -161,4 +162,81 @@ async fn a_limit_plans_and_reads_only_the_files_it_needs() {
         let days = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
         assert!(days.iter().all(|d| d == Some("d2")));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_and_max_come_from_exact_statistics_and_are_read_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
+    let mut table = Table::create_at(location.clone())
+        .with_arrow_schema(&batch(0..1).schema())
+        .with_partition_columns(["day"])
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    table.append([batch(10..1000)]).await.unwrap();
+    table.append([batch(1000..2000)]).await.unwrap();
+
+    let counting = CountingStore::new(Arc::clone(location.store()) as Arc<dyn ObjectStore>);
+    let counter = counting.counter();
+    let counted = Table::open_location(location.clone().with_store(Arc::new(counting)))
+        .await
+        .unwrap();
+    counter.take();
+    let all = counted.scan().min_max("id").await.unwrap();
+    assert!(all.from_log);
+    assert_eq!(all.bounds, Some((Scalar::Long(10), Scalar::Long(1999))));
+    // One partition: ids = 2 mod 4.
+    let day = counted
+        .scan()
+        .filter(col("day").eq(lit("d2")))
+        .min_max("id")
+        .await
+        .unwrap();
+    assert!(day.from_log);
+    assert_eq!(day.bounds, Some((Scalar::Long(10), Scalar::Long(1998))));
+    assert_eq!(counter.take().requests(), 0);
+
+    // A data predicate, or a string column (bounds may be truncated), reads the column.
+    let filtered = counted
+        .scan()
+        .filter(col("id").gt_eq(lit(1500i64)))
+        .min_max("id")
+        .await
+        .unwrap();
+    assert!(!filtered.from_log);
+    assert_eq!(
+        filtered.bounds,
+        Some((Scalar::Long(1500), Scalar::Long(1999)))
+    );
+    let days = counted.scan().min_max("day").await.unwrap();
+    assert_eq!(
+        days.bounds,
+        Some((Scalar::String("d0".into()), Scalar::String("d3".into())))
+    );
+    assert!(!days.from_log);
+
+    // Deleting the extremes leaves deletion vectors: the statistics no longer bound the
+    // live rows exactly, so the rows are read.
+    table
+        .delete(col("id").is_in([10i64, 11, 1998, 1999]))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    let after = table.scan().min_max("id").await.unwrap();
+    assert!(!after.from_log);
+    assert_eq!(after.bounds, Some((Scalar::Long(12), Scalar::Long(1997))));
+    let none = table
+        .scan()
+        .filter(col("id").lt(lit(0i64)))
+        .min_max("id")
+        .await
+        .unwrap();
+    assert_eq!(none.bounds, None);
+    assert!(matches!(
+        table.scan().min_max("nope").await,
+        Err(tarn::Error::UnknownColumn { .. })
+    ));
 }

@@ -81,7 +81,7 @@ pub use log::checkpoint::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use scan::{
     CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES, MAX_CONCURRENCY,
-    RecordBatchStream, Scan, ScanPlan,
+    MinMaxOutcome, RecordBatchStream, Scan, ScanPlan,
 };
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::Table;

@@ -195,7 +195,7 @@ fn live_rows(planned: &PlannedFile) -> Option<u64> {
 
 /// Whether a predicate on partition columns only holds for a file's partition values
 /// (null counts as false), evaluated exactly on a one-row batch of them.
-fn partitions_match(
+pub(super) fn partitions_match(
     ctx: &ScanContext,
     predicate: &Expr,
     partitions: &HashMap<ColumnName, Scalar>,

@@ -7,6 +7,7 @@
 
 mod count;
 mod file;
+mod min_max;
 mod row_groups;
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 
 pub use count::CountOutcome;
 pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
+pub use min_max::MinMaxOutcome;
 
 use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};
