@@ -6,7 +6,7 @@
 //!
 //! - **copy-on-write** rewrites each touched file without its deleted rows and with the
 //!   rows updated in it, streaming it chunk by chunk, several files at once
-//!   ([`rewrite`]); inserted rows go to new files; readers pay nothing afterwards;
+//!   (`rewrite`); inserted rows go to new files; readers pay nothing afterwards;
 //! - **merge-on-read** writes a deletion vector for each touched file (its earlier DV
 //!   included), inline when small, else several to a `deletion_vector_<uuid>.bin` file,
 //!   and writes only the new rows; readers skip the deleted rows until `optimize` purges
