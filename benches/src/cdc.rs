@@ -8,7 +8,7 @@
 use tarn::{ChangeStrategy, Table};
 
 use crate::report::{Record, Reporter, progress};
-use crate::workloads::{create, merge_queries, ms, parquet_bytes, settle, strategy_name};
+use crate::workloads::{create, merge_queries, ms, parquet_bytes, settle, strategy_name, upsert};
 use crate::{Bench, BenchError, Summary, r#gen, sample};
 
 /// The CDC batch's share of the table.
@@ -55,13 +55,7 @@ pub async fn cdc(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchErro
             let mut target = Table::open_location(measured.location.clone()).await?;
             let (outcome, merged) = sample(
                 &measured.counter,
-                target
-                    .merge([batch.clone()])
-                    .on(["key"])
-                    .when_matched_update_all(None)
-                    .when_not_matched_insert_all(None)
-                    .strategy(strategy)
-                    .execute(),
+                upsert(&mut target, vec![batch.clone()], strategy),
             )
             .await?;
             let m = &outcome.metrics;

@@ -132,14 +132,7 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
             let mut table = Table::open(arg(2)?).await?;
             let source = read_parquet(Path::new(arg(3)?))?;
             let started = timed_start();
-            let outcome = table
-                .merge(source)
-                .on(["key"])
-                .when_matched_update_all(None)
-                .when_not_matched_insert_all(None)
-                .strategy(strategy)
-                .execute()
-                .await?;
+            let outcome = crate::workloads::upsert(&mut table, source, strategy).await?;
             Ok(serde_json::json!({
                 "ms": started.elapsed().as_secs_f64() * 1e3,
                 "peak_rss_mib": peak(),

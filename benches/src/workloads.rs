@@ -71,6 +71,25 @@ pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// The LHBench upsert: MERGE `source` on `key`, every column of a matched row from the
+/// source, unmatched source rows inserted.
+///
+/// Fails as the merge does.
+pub async fn upsert(
+    target: &mut Table,
+    source: Vec<RecordBatch>,
+    strategy: ChangeStrategy,
+) -> tarn::Result<tarn::dml::DmlOutcome> {
+    target
+        .merge(source)
+        .on(["key"])
+        .when_matched_update_all(None)
+        .when_not_matched_insert_all(None)
+        .strategy(strategy)
+        .execute()
+        .await
+}
+
 /// Bytes of `batches` as one Parquet file with Tarn's default writer settings: what an
 /// ideal writer of exactly these rows would write.
 pub(crate) fn parquet_bytes(batches: &[RecordBatch]) -> Result<u64, BenchError> {
@@ -275,13 +294,7 @@ pub async fn merge(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
                 let mut target = Table::open_location(measured.location.clone()).await?;
                 let (outcome, s) = sample(
                     &measured.counter,
-                    target
-                        .merge([source.clone()])
-                        .on(["key"])
-                        .when_matched_update_all(None)
-                        .when_not_matched_insert_all(None)
-                        .strategy(strategy)
-                        .execute(),
+                    upsert(&mut target, vec![source.clone()], strategy),
                 )
                 .await?;
                 let m = &outcome.metrics;

@@ -12,7 +12,7 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use object_store::ObjectStore;
 use tarn::expr::{Scalar, col, lit};
-use tarn::{ChangeStrategy, Table};
+use tarn::{ChangeStrategy, StoreLocation, Table};
 use tarn_store::CountingStore;
 
 fn batch(ids: std::ops::Range<i64>) -> RecordBatch {
@@ -31,17 +31,24 @@ fn batch(ids: std::ops::Range<i64>) -> RecordBatch {
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counts_come_from_the_log_without_reading_data() {
+/// A new table on the local file system, partitioned by `day` with deletion vectors on
+/// when `partitioned`, else plain.
+async fn table(partitioned: bool) -> (tempfile::TempDir, StoreLocation, Table) {
     let dir = tempfile::tempdir().unwrap();
     let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
-    let mut table = Table::create_at(location.clone())
-        .with_arrow_schema(&batch(0..1).schema())
-        .with_partition_columns(["day"])
-        .with_property("delta.enableDeletionVectors", "true")
-        .execute()
-        .await
-        .unwrap();
+    let mut create = Table::create_at(location.clone()).with_arrow_schema(&batch(0..1).schema());
+    if partitioned {
+        create = create
+            .with_partition_columns(["day"])
+            .with_property("delta.enableDeletionVectors", "true");
+    }
+    let table = create.execute().await.unwrap();
+    (dir, location, table)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_come_from_the_log_without_reading_data() {
+    let (_dir, location, mut table) = table(true).await;
     for i in 0..3 {
         table
             .append([batch(i * 1000..i * 1000 + 1000)])
@@ -120,13 +127,7 @@ async fn counts_come_from_the_log_without_reading_data() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limit_plans_and_reads_only_the_files_it_needs() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
-    let mut table = Table::create_at(location)
-        .with_arrow_schema(&batch(0..1).schema())
-        .execute()
-        .await
-        .unwrap();
+    let (_dir, _, mut table) = table(false).await;
     for i in 0..4 {
         table
             .append([batch(i * 1000..i * 1000 + 1000)])
@@ -166,15 +167,7 @@ async fn a_limit_plans_and_reads_only_the_files_it_needs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_and_max_come_from_exact_statistics_and_are_read_otherwise() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
-    let mut table = Table::create_at(location.clone())
-        .with_arrow_schema(&batch(0..1).schema())
-        .with_partition_columns(["day"])
-        .with_property("delta.enableDeletionVectors", "true")
-        .execute()
-        .await
-        .unwrap();
+    let (_dir, location, mut table) = table(true).await;
     table.append([batch(10..1000)]).await.unwrap();
     table.append([batch(1000..2000)]).await.unwrap();
 

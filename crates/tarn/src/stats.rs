@@ -142,6 +142,21 @@ impl StatsView for FileStatsView<'_> {
     }
 }
 
+/// A file's live rows from the log: its `numRecords` statistic minus its deletion
+/// vector's cardinality; `None` without the statistic.
+pub(crate) fn live_rows(add: &crate::protocol::Add) -> Option<u64> {
+    let records = add
+        .stats
+        .as_deref()
+        .and_then(FileStats::parse)?
+        .num_records?;
+    let deleted = add
+        .deletion_vector
+        .as_ref()
+        .map_or(0, |dv| dv.cardinality.max(0) as u64);
+    Some(records.saturating_sub(deleted))
+}
+
 /// Number of primitive leaves under a type, as Delta counts indexed columns.
 fn leaves(t: &DataType) -> usize {
     match t {

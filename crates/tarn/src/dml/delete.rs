@@ -4,17 +4,15 @@ use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
 
-use super::rewrite::{ChunkChange, Decide, commit_rewrites};
+use super::rewrite::{ChunkChange, Decide};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write,
-    exact_deletions, finish, now, positions_of, read_planned, resolve_strategy, start, true_mask,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, exact_deletions, finish,
+    now, positions_of, read_planned, resolve_strategy, rewrite_in_place, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, evaluate_predicate};
 use crate::scan::bind_predicate;
-use crate::stats::FileStats;
 use crate::table::Table;
-use crate::write::WrittenFiles;
 
 /// A DELETE being configured; run it with [`execute`](Self::execute).
 #[derive(Debug)]
@@ -79,30 +77,12 @@ impl DeleteBuilder<'_> {
         txn.record_read_files(&plan.files);
         let now = now(table);
 
-        let partitions: Vec<&str> = snapshot
-            .partition_columns()
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect();
-        let partition_only = !partitions.is_empty()
-            && bound
-                .columns()
-                .iter()
-                .all(|c| partitions.contains(&c.root()));
+        let partition_only =
+            !snapshot.partition_columns().is_empty() && snapshot.names_partitions_only(&bound);
         if partition_only {
             // Every row of a file shares its partition values: matching files go whole.
             for add in plan.files {
-                let live = add
-                    .stats
-                    .as_deref()
-                    .and_then(FileStats::parse)
-                    .and_then(|s| s.num_records)
-                    .unwrap_or(0)
-                    .saturating_sub(
-                        add.deletion_vector
-                            .as_ref()
-                            .map_or(0, |d| d.cardinality as u64),
-                    );
+                let live = crate::stats::live_rows(&add).unwrap_or(0);
                 metrics.rows_deleted += live;
                 metrics.files_removed += 1;
                 txn.remove_file(add.into_remove(now));
@@ -119,16 +99,7 @@ impl DeleteBuilder<'_> {
                     ..Default::default()
                 })
             });
-            let rewrites = copy_on_write(&snapshot, plan.files, decide, now, &mut metrics).await?;
-            commit_rewrites(
-                &mut txn,
-                &snapshot,
-                rewrites,
-                WrittenFiles::default(),
-                now,
-                &mut metrics,
-            )
-            .await?;
+            rewrite_in_place(&mut txn, &snapshot, plan.files, decide, now, &mut metrics).await?;
             return finish(table, txn, started, metrics).await;
         }
         if let Some(changes) = exact_deletions(&snapshot, &plan).await? {

@@ -176,6 +176,30 @@ pub(crate) async fn copy_on_write(
     Ok(rewrites)
 }
 
+/// [`copy_on_write`], then the rewrites into `txn`: for DELETE and UPDATE, which insert
+/// nothing.
+///
+/// Fails as [`copy_on_write`] and [`rewrite::commit_rewrites`] do.
+pub(crate) async fn rewrite_in_place(
+    txn: &mut Transaction,
+    snapshot: &Snapshot,
+    files: Vec<Add>,
+    decide: std::sync::Arc<rewrite::Decide>,
+    now_ms: i64,
+    metrics: &mut DmlMetrics,
+) -> Result<()> {
+    let rewrites = copy_on_write(snapshot, files, decide, now_ms, metrics).await?;
+    rewrite::commit_rewrites(
+        txn,
+        snapshot,
+        rewrites,
+        WrittenFiles::default(),
+        now_ms,
+        metrics,
+    )
+    .await
+}
+
 /// When indices answered a predicate exactly (every part, every planned file), the rows
 /// a merge-on-read change deletes, per file, without reading any data: the index's rows
 /// minus those already deleted. `None` when a file lacks what this needs (its row count

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 
-use super::rewrite::{ChunkChange, Decide, commit_rewrites};
+use super::rewrite::{ChunkChange, Decide};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write, finish, now,
-    positions_of, read_planned, resolve_strategy, start, true_mask,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
+    read_planned, resolve_strategy, rewrite_in_place, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value};
@@ -17,7 +17,6 @@ use crate::protocol::StructType;
 use crate::scan::bind_predicate;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
-use crate::write::WrittenFiles;
 
 /// A bound assignment: the target column's index in the table schema and the value.
 #[derive(Debug, Clone)]
@@ -262,16 +261,7 @@ impl UpdateBuilder<'_> {
                     ..Default::default()
                 })
             });
-            let rewrites = copy_on_write(&snapshot, plan.files, decide, now, &mut metrics).await?;
-            commit_rewrites(
-                &mut txn,
-                &snapshot,
-                rewrites,
-                WrittenFiles::default(),
-                now,
-                &mut metrics,
-            )
-            .await?;
+            rewrite_in_place(&mut txn, &snapshot, plan.files, decide, now, &mut metrics).await?;
             return finish(table, txn, started, metrics).await;
         }
         let files = read_planned(&snapshot, &plan).await?;

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::{PlannedFile, Scan, ScanContext, file};
 use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Expr, Scalar, StatsView, evaluate_predicate, may_match};
-use crate::stats::{FileStats, FileStatsView};
+use crate::stats::{FileStats, FileStatsView, live_rows};
 
 /// How a count was answered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,22 +88,16 @@ impl Scan {
 /// must be read.
 fn count_from_log(ctx: &ScanContext, planned: &PlannedFile) -> Result<Option<u64>> {
     let Some(predicate) = &ctx.predicate else {
-        return Ok(live_rows(planned));
+        return Ok(live_rows(&planned.add));
     };
     if planned.rows.is_some() {
         // An index narrowed the file: its rows decide.
         return Ok(None);
     }
-    let partition_names: Vec<&str> = ctx
-        .snapshot
-        .partition_columns()
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
     let columns = predicate.columns();
-    if columns.iter().all(|c| partition_names.contains(&c.root())) {
+    if ctx.snapshot.names_partitions_only(predicate) {
         return Ok(if partitions_match(ctx, predicate, &planned.partitions)? {
-            live_rows(planned)
+            live_rows(&planned.add)
         } else {
             Some(0)
         });
@@ -127,7 +121,7 @@ fn count_from_log(ctx: &ScanContext, planned: &PlannedFile) -> Result<Option<u64
     };
     let no_nulls = columns.iter().all(|c| view.null_count(c) == Some(0));
     if no_nulls && !has_null_literal(predicate) && !may_match(&predicate.clone().not(), &view) {
-        return Ok(live_rows(planned));
+        return Ok(live_rows(&planned.add));
     }
     Ok(None)
 }
@@ -175,22 +169,6 @@ fn has_null_literal(expr: &Expr) -> bool {
         }
         Expr::Column(_) | Expr::TextMatch { .. } => false,
     }
-}
-
-/// A file's live rows from the log, when its statistics carry `numRecords`.
-fn live_rows(planned: &PlannedFile) -> Option<u64> {
-    let records = planned
-        .add
-        .stats
-        .as_deref()
-        .and_then(FileStats::parse)?
-        .num_records?;
-    let deleted = planned
-        .add
-        .deletion_vector
-        .as_ref()
-        .map_or(0, |dv| dv.cardinality.max(0) as u64);
-    Some(records.saturating_sub(deleted))
 }
 
 /// Whether a predicate on partition columns only holds for a file's partition values

@@ -129,18 +129,16 @@ fn from_log(
             | PrimitiveType::Date
             | PrimitiveType::Decimal(..)
     );
-    let partition_names: Vec<&str> = ctx
+    let partition_only = ctx
+        .predicate
+        .as_ref()
+        .is_none_or(|p| ctx.snapshot.names_partitions_only(p));
+    let is_partition = ctx
         .snapshot
         .partition_columns()
         .iter()
-        .map(|p| p.name.as_str())
-        .collect();
-    let partition_only = ctx.predicate.as_ref().is_none_or(|p| {
-        p.columns()
-            .iter()
-            .all(|c| partition_names.contains(&c.root()))
-    });
-    if !exact || !partition_only || partition_names.contains(&column) {
+        .any(|p| p.name == column);
+    if !exact || !partition_only || is_partition {
         return Ok(None);
     }
     let name = ColumnName::new([column.to_string()]);

@@ -413,17 +413,7 @@ impl ScanContext {
             if rows >= limit as u64 {
                 break;
             }
-            let records = add
-                .stats
-                .as_deref()
-                .and_then(FileStats::parse)
-                .and_then(|s| s.num_records)
-                .unwrap_or(0);
-            let deleted = add
-                .deletion_vector
-                .as_ref()
-                .map_or(0, |dv| dv.cardinality.max(0) as u64);
-            rows += records.saturating_sub(deleted);
+            rows += crate::stats::live_rows(add).unwrap_or(0);
             files.push(PlannedFile {
                 partitions: self.partition_values(add)?,
                 add: add.clone(),
