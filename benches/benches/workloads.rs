@@ -132,13 +132,7 @@ fn merge(c: &mut Criterion) {
                             .await
                             .expect("open");
                         let started = Instant::now();
-                        table
-                            .merge([source.clone()])
-                            .on(["key"])
-                            .when_matched_update_all(None)
-                            .when_not_matched_insert_all(None)
-                            .strategy(strategy)
-                            .execute()
+                        tarn_bench::workloads::upsert(&mut table, vec![source.clone()], strategy)
                             .await
                             .expect("merge");
                         total += started.elapsed();
