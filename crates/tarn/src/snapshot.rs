@@ -552,16 +552,6 @@ impl Snapshot {
         &self.partition_columns
     }
 
-    /// Whether every column `expr` names is a partition column (so each file's rows
-    /// all meet it or none does).
-    pub(crate) fn names_partitions_only(&self, expr: &crate::expr::Expr) -> bool {
-        expr.columns().iter().all(|c| {
-            self.partition_columns
-                .iter()
-                .any(|p| p.name.as_str() == c.root())
-        })
-    }
-
     /// The column mapping mode.
     pub fn column_mapping_mode(&self) -> ColumnMappingMode {
         self.properties().column_mapping_mode()

@@ -77,8 +77,8 @@ impl DeleteBuilder<'_> {
         txn.record_read_files(&plan.files);
         let now = now(table);
 
-        let partition_only =
-            !snapshot.partition_columns().is_empty() && snapshot.names_partitions_only(&bound);
+        let partition_only = !snapshot.partition_columns().is_empty()
+            && crate::scan::names_partitions_only(&snapshot, &bound);
         if partition_only {
             // Every row of a file shares its partition values: matching files go whole.
             for add in plan.files {

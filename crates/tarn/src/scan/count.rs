@@ -95,7 +95,7 @@ fn count_from_log(ctx: &ScanContext, planned: &PlannedFile) -> Result<Option<u64
         return Ok(None);
     }
     let columns = predicate.columns();
-    if ctx.snapshot.names_partitions_only(predicate) {
+    if super::names_partitions_only(&ctx.snapshot, predicate) {
         return Ok(if partitions_match(ctx, predicate, &planned.partitions)? {
             live_rows(&planned.add)
         } else {

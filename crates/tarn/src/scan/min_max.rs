@@ -132,7 +132,7 @@ fn from_log(
     let partition_only = ctx
         .predicate
         .as_ref()
-        .is_none_or(|p| ctx.snapshot.names_partitions_only(p));
+        .is_none_or(|p| super::names_partitions_only(&ctx.snapshot, p));
     let is_partition = ctx
         .snapshot
         .partition_columns()

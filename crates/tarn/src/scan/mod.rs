@@ -479,6 +479,17 @@ fn limited(stream: RecordBatchStream, limit: usize) -> RecordBatchStream {
     .boxed()
 }
 
+/// Whether every column `expr` names is a partition column of `snapshot` (so each
+/// file's rows all meet it or none does).
+pub(crate) fn names_partitions_only(snapshot: &Snapshot, expr: &Expr) -> bool {
+    expr.columns().iter().all(|c| {
+        snapshot
+            .partition_columns()
+            .iter()
+            .any(|p| p.name.as_str() == c.root())
+    })
+}
+
 /// Binds a predicate to a snapshot: checks it against the schema and gives each
 /// `text_match` the analyzer of its column's full-text index.
 ///
