@@ -1,5 +1,7 @@
 //! The store conformance suite (put/get/range/list/delete, put-if-absent, 16 racing
 //! creates with one winner) on every store and wrapper Tarn runs on, MinIO included.
+//! `CacheStore` runs it twice: with its Delta classifier, and caching every object (so the
+//! suite's overwrites and deletes go through its blocks).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +13,8 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use tarn_store::conformance::run_all;
 use tarn_store::{
-    CountingStore, Fault, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
+    CacheOptions, CacheStore, Cacheability, CountingStore, Fault, FaultOp, FaultRule, FaultStore,
+    LatencyProfile, LatencyStore,
 };
 use tarn_tests::minio::s3;
 use tarn_tests::unique;
@@ -81,4 +84,28 @@ async fn fault_store_with_faults_off_conforms() {
     control.set_enabled(false);
     run_all(Arc::new(faulty), location.root()).await.unwrap();
     assert_eq!(control.injected(), 0);
+}
+
+/// A cache over `inner` in `dir` with 4 KiB blocks (the suite's 10 KB objects span three),
+/// caching every path when `everything`.
+fn cache(inner: Arc<dyn ObjectStore>, dir: &std::path::Path, everything: bool) -> CacheStore {
+    let store = CacheStore::new(inner, CacheOptions::new(dir).with_block_size(4096)).unwrap();
+    if everything {
+        store.with_classifier(Arc::new(|_: &Path| Cacheability::Immutable))
+    } else {
+        store
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    for everything in [false, true] {
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let cached = cache(inner, dir.path(), everything);
+        run_all(Arc::new(cached), &prefix()).await.unwrap();
+    }
+    let location = s3().location("conformance-cached");
+    let cached = cache(Arc::clone(location.store()), dir.path(), true);
+    run_all(Arc::new(cached), location.root()).await.unwrap();
 }

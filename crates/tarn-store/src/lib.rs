@@ -10,13 +10,18 @@
 //!   (`s3-standard`, `s3-express`) to replay S3 behaviour on one machine.
 //! - [`FaultStore`] injects seeded failures (before or after a request takes effect,
 //!   5xx, 409, timeouts, truncated reads, slow listings) on paths matching a pattern.
+//! - [`CacheStore`] keeps byte ranges of immutable objects (data files, deletion vectors,
+//!   checkpoints, index objects) on local disk in fixed blocks, least recently used evicted
+//!   first within a size bound, shared safely by processes; what can change is never cached.
 //!
 //! The [`conformance`] module is the suite of behaviours every store and wrapper must show,
 //! put-if-absent among them; Tarn's tests run it against memory, local files, every wrapper
 //! and a real S3-compatible server.
 //!
-//! This crate knows nothing of tables.
+//! This crate knows nothing of tables (beyond [`delta_objects`], which tells the cache which
+//! paths of a Delta table never change).
 
+mod cache;
 mod counting;
 mod error;
 mod fault;
@@ -26,6 +31,7 @@ mod random;
 
 pub mod conformance;
 
+pub use cache::{CacheOptions, CacheStats, CacheStore, Cacheability, Classifier, delta_objects};
 pub use counting::{CountingStore, RequestCounter, RequestCounts};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultControl, FaultOp, FaultRule, FaultStore, InjectedFault, is_injected};
