@@ -46,6 +46,7 @@ fn setup() -> Setup {
             scale,
             runs: 1,
             seed: 42,
+            cache: None,
         },
         runtime: tokio::runtime::Runtime::new().expect("a runtime"),
         _dir: dir,

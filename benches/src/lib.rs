@@ -12,6 +12,7 @@ pub mod r#gen;
 pub mod index;
 pub mod plot;
 pub mod queries;
+pub mod reads;
 pub mod report;
 pub mod workloads;
 
@@ -22,8 +23,8 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt};
 use tarn_store::{
-    CountingStore, LatencyProfile, LatencyStore, RequestCounter, RequestCounts, StoreLocation,
-    StoreOptions,
+    CacheOptions, CacheStore, CountingStore, LatencyProfile, LatencyStore, RequestCounter,
+    RequestCounts, StoreLocation, StoreOptions,
 };
 
 /// A location wrapped for measurement: latency replayed (if a profile is given) under a
@@ -216,6 +217,8 @@ pub struct Bench {
     pub runs: usize,
     /// Seed of the data generators and the latency replay.
     pub seed: u64,
+    /// A [`CacheStore`] directory: `reads` then also measures warm reads through it.
+    pub cache: Option<PathBuf>,
 }
 
 impl Bench {
@@ -240,6 +243,31 @@ impl Bench {
             self.plain(name)?,
             &self.profile,
             self.seed.wrapping_add(run as u64),
+        ))
+    }
+
+    /// The table `name` read through a [`CacheStore`] in `dir`, over the latency profile and
+    /// the request counter: the counter sees only what reaches the store.
+    ///
+    /// Fails when the URL cannot be opened or the cache directory cannot be used.
+    pub fn cached(
+        &self,
+        name: &str,
+        run: usize,
+        dir: &std::path::Path,
+    ) -> Result<(Measured, Arc<CacheStore>), tarn_store::Error> {
+        let measured = self.measured(name, run)?;
+        let cache = Arc::new(CacheStore::new(
+            Arc::clone(measured.location.store()),
+            CacheOptions::new(dir),
+        )?);
+        let store: Arc<dyn ObjectStore> = Arc::clone(&cache) as _;
+        Ok((
+            Measured {
+                location: measured.location.with_store(store),
+                counter: measured.counter,
+            },
+            cache,
         ))
     }
 

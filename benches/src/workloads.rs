@@ -11,8 +11,8 @@
 //!   each step.
 //! - [`files`]: tables of 1K, 10K and 100K small files: cold open, warm refresh after one
 //!   commit, and three selective queries with planning and total time.
-//! - [`reads`]: cold reads (a fresh table handle each) against warm reads (a cached
-//!   snapshot) at several table sizes.
+//! - [`reads`](crate::reads::reads): cold reads (a fresh table handle each) against warm
+//!   reads (a held snapshot) at several table sizes, and through a `CacheStore`.
 //!
 //! Setup runs on the plain store; only the measured operations go through the latency
 //! profile and the request counter. Each workload checks the rows it reads against what it
@@ -54,7 +54,7 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
         "cdc" => crate::cdc::cdc(bench, reporter).await,
         "mutations" => mutations(bench, reporter).await,
         "files" => files(bench, reporter).await,
-        "reads" => reads(bench, reporter).await,
+        "reads" => crate::reads::reads(bench, reporter).await,
         "index" => crate::index::index(bench, reporter).await,
         other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
     }
@@ -720,60 +720,6 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
                 )),
             )?;
         }
-    }
-    Ok(())
-}
-
-/// `reads`: cold reads (fresh table handle) against warm reads (cached snapshot).
-pub async fn reads(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchError> {
-    let sizes: Vec<u64> = [100_000u64, 1_000_000, 10_000_000]
-        .into_iter()
-        .map(|s| bench.scaled(s, 1_000))
-        .collect();
-    for rows in sizes {
-        let name = format!("reads/{rows}");
-        let mut table = create(bench, &name, &r#gen::merge_schema(), 16 * 1024 * 1024).await?;
-        let outcome = table.write(r#gen::merge_rows(rows)).execute().await?;
-        settle(outcome.commit.checkpoint).await?;
-        let files = table.snapshot().files().len();
-        let mut cold = Vec::new();
-        for run in 0..bench.runs {
-            let measured = bench.measured(&name, run)?;
-            let (count, s) = sample(&measured.counter, async {
-                let table = Table::open_location(measured.location.clone()).await?;
-                let count = Query::Count.run(table.snapshot()).await?;
-                Query::SumValue.run(table.snapshot()).await?;
-                Ok::<_, BenchError>(count)
-            })
-            .await?;
-            if count as u64 != rows {
-                return Err(format!("{name}: counted {count}").into());
-            }
-            cold.push(s);
-        }
-        let measured = bench.measured(&name, 0)?;
-        let warm_table = Table::open_location(measured.location.clone()).await?;
-        let mut warm = Vec::new();
-        for _ in 0..bench.runs {
-            let (_, s) = sample(&measured.counter, async {
-                Query::Count.run(warm_table.snapshot()).await?;
-                Query::SumValue.run(warm_table.snapshot()).await
-            })
-            .await?;
-            warm.push(s);
-        }
-        for (label, samples) in [("cold", cold), ("warm", warm)] {
-            let summary = Summary::of(&samples);
-            reporter.push(
-                Record::new("reads", format!("{label}, {rows} rows"), summary)
-                    .throughput(rows as f64 / summary.p50.as_secs_f64(), "rows/s")
-                    .field("rows", rows)
-                    .field("files", files)
-                    .field("case", label)
-                    .note(format!("COUNT(*) + SUM(value), {files} files")),
-            )?;
-        }
-        bench.clear(&name).await?;
     }
     Ok(())
 }

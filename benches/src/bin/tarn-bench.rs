@@ -42,6 +42,10 @@ struct Cli {
     /// Write charts (SVG) into this directory.
     #[arg(long, global = true)]
     plot: Option<PathBuf>,
+    /// A local cache directory (`CacheStore`): `reads` also measures warm reads through it,
+    /// without it, and with no latency at all.
+    #[arg(long, global = true)]
+    cache: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Clone)]
@@ -99,6 +103,7 @@ async fn main() -> Result<(), BenchError> {
         scale: cli.scale,
         runs: cli.runs.max(1),
         seed: cli.seed,
+        cache: cli.cache.clone(),
     };
     let mut reporter = Reporter::new(&profile.name, Some(&cli.json), false)?;
     println!(
