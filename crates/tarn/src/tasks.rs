@@ -30,6 +30,22 @@ impl<T> Future for AbortOnDrop<T> {
     }
 }
 
+/// The cores this process may use: how many encoders, decoders and rewrites run at once.
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs blocking CPU work on tokio's blocking pool, off the async threads; `task` names
+/// the work in the error when it panics.
+pub(crate) async fn blocking<T: Send + 'static>(
+    task: &'static str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|source| Error::TaskFailed { task, source })?
+}
+
 /// Runs `future` on a task of its own and returns its result; `task` names the work in
 /// the error when the task panics.
 pub(crate) fn spawn<T: Send + 'static>(

@@ -62,7 +62,7 @@ pub(crate) async fn rewrite_files(
     options: &FileWriteOptions,
     decide: Arc<Decide>,
 ) -> Result<Vec<FileRewrite>> {
-    let concurrency = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let concurrency = crate::tasks::cores();
     futures::stream::iter(files)
         .map(|add| {
             let (snapshot, options, decide) =

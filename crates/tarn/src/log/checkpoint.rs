@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -11,12 +12,12 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
-use super::{CheckpointFiles, LOG_READ_CONCURRENCY, log_dir, parse_commit};
+use super::{CheckpointFiles, LOG_READ_CONCURRENCY, file_actions, log_dir, parse_commit};
 use crate::error::{Error, Result};
 use crate::protocol::names::{CheckpointKind, LAST_CHECKPOINT, SIDECARS_DIR, checkpoint_file_name};
 use crate::protocol::{Action, Sidecar};
@@ -25,6 +26,9 @@ use crate::protocol::{Action, Sidecar};
 /// checkpoint; `*_parsed` columns duplicate what the JSON fields hold.
 const SKIPPED_LEAVES: &[&str] = &["stats_parsed", "partitionValues_parsed"];
 const SKIPPED_ROOTS: &[&str] = &["commitInfo", "cdc"];
+
+/// Actions per row group of the checkpoints Tarn writes.
+const CHECKPOINT_ROW_GROUP: usize = 16 * 1024;
 
 /// Reads every action of a checkpoint, following V2 sidecars.
 ///
@@ -44,7 +48,11 @@ pub(crate) async fn read_checkpoint(
                     parse_commit(checkpoint.version, &bytes)
                         .map_err(|e| invalid(&meta.location, e.to_string()))
                 } else {
-                    parse_checkpoint_parquet(bytes, &meta.location)
+                    let path = meta.location.clone();
+                    crate::tasks::blocking("decoding a checkpoint", move || {
+                        parse_checkpoint_parquet(bytes, &path)
+                    })
+                    .await
                 }
             }
             .boxed()
@@ -69,7 +77,10 @@ pub(crate) async fn read_checkpoint(
                     let path = sidecar_dir.clone().join(s.path.as_str());
                     async move {
                         let bytes = get_bytes(store, &path).await?;
-                        parse_checkpoint_parquet(bytes, &path)
+                        crate::tasks::blocking("decoding a checkpoint sidecar", move || {
+                            parse_checkpoint_parquet(bytes, &path)
+                        })
+                        .await
                     }
                 }
                 .boxed()
@@ -97,8 +108,8 @@ async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
     }
 }
 
-/// Decodes a checkpoint Parquet file into actions, by way of JSON: each row holds one
-/// non-null top-level struct, which serializes to exactly the action's JSON form.
+/// Decodes a checkpoint Parquet file into actions: `add` and `remove` rows straight from
+/// their columns, the few others by way of JSON.
 pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
     // The Parquet decoder panics on some corrupt footers; a corrupt checkpoint is an
     // error like any other.
@@ -118,8 +129,8 @@ pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<
 
 fn decode_checkpoint(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&e))?;
-    let descr = builder.parquet_schema();
+    let metadata = ArrowReaderMetadata::load(&bytes, Default::default()).map_err(|e| bad(&e))?;
+    let descr = metadata.metadata().file_metadata().schema_descr_ptr();
     let leaves: Vec<usize> = (0..descr.num_columns())
         .filter(|i| {
             let column = descr.column(*i);
@@ -130,30 +141,100 @@ fn decode_checkpoint(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
                     .is_some_and(|p| SKIPPED_ROOTS.contains(&p.as_str()))
         })
         .collect();
-    let mask = ProjectionMask::leaves(descr, leaves);
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(8192)
-        .build()
-        .map_err(|e| bad(&e))?;
+    let mask = ProjectionMask::leaves(&descr, leaves);
+    // Row groups decode on one thread per core (a checkpoint of 100,000 files is most of
+    // a cold open's work); the caller runs this off the async threads.
+    let groups = metadata.metadata().num_row_groups();
+    let threads = crate::tasks::cores().min(groups).max(1);
+    let decode_groups = |row_groups: Vec<usize>| -> Result<Vec<Action>> {
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), metadata.clone())
+                .with_projection(mask.clone())
+                .with_row_groups(row_groups)
+                .with_batch_size(8192)
+                .build()
+                .map_err(|e| bad(&e))?;
+        decode_batches(reader, path)
+    };
+    if threads <= 1 {
+        return decode_groups((0..groups).collect());
+    }
+    let shares: Vec<Vec<usize>> = (0..threads)
+        .map(|t| (t..groups).step_by(threads).collect())
+        .collect();
+    let decoded: Vec<Result<Vec<Action>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .into_iter()
+            .map(|share| scope.spawn(|| decode_groups(share)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|panic| {
+                    Err(bad(&format!(
+                        "the Parquet decoder failed: {}",
+                        crate::reader::panic_message(&panic)
+                    )))
+                })
+            })
+            .collect()
+    });
+    let mut actions = Vec::new();
+    for part in decoded {
+        actions.extend(part?);
+    }
+    Ok(actions)
+}
+
+fn decode_batches(
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    path: &Path,
+) -> Result<Vec<Action>> {
+    let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
     let mut actions = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| bad(&e))?;
-        let mut json = Vec::new();
-        {
-            let mut writer = arrow::json::LineDelimitedWriter::new(&mut json);
-            writer.write(&batch).map_err(|e| bad(&e))?;
-            writer.finish().map_err(|e| bad(&e))?;
-        }
-        let parsed = parse_commit(0, &Bytes::from(json));
-        match parsed {
-            Ok(a) => actions.extend(a),
-            // A batch of rows that are all null serializes to nothing at all.
-            Err(Error::InvalidCommit { reason, .. }) if reason == "the commit is empty" => {}
-            Err(e) => return Err(bad(&e)),
+        let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());
+        match file_actions::decode(column("add"), column("remove"), batch.num_rows()) {
+            Some((files, others)) => {
+                actions.extend(files);
+                if !others.is_empty() {
+                    let rest: Vec<usize> = (0..batch.num_columns())
+                        .filter(|&i| {
+                            !matches!(batch.schema().field(i).name().as_str(), "add" | "remove")
+                        })
+                        .collect();
+                    let rest = batch.project(&rest).map_err(|e| bad(&e))?;
+                    let rows = UInt32Array::from(others);
+                    let rest = take_record_batch(&rest, &rows).map_err(|e| bad(&e))?;
+                    actions.extend(actions_via_json(&rest).map_err(|e| bad(&e))?);
+                }
+            }
+            None => actions.extend(actions_via_json(&batch).map_err(|e| bad(&e))?),
         }
     }
     Ok(actions)
+}
+
+/// Decodes the actions of a checkpoint batch by way of JSON: each row holds one non-null
+/// top-level struct, which serializes to exactly the action's JSON form.
+fn actions_via_json(batch: &RecordBatch) -> Result<Vec<Action>> {
+    let mut json = Vec::new();
+    {
+        let mut writer = arrow::json::LineDelimitedWriter::new(&mut json);
+        writer
+            .write(batch)
+            .map_err(Error::arrow("writing checkpoint rows as JSON"))?;
+        writer
+            .finish()
+            .map_err(Error::arrow("writing checkpoint rows as JSON"))?;
+    }
+    match parse_commit(0, &Bytes::from(json)) {
+        Ok(actions) => Ok(actions),
+        // A batch of rows that are all null serializes to nothing at all.
+        Err(Error::InvalidCommit { reason, .. }) if reason == "the commit is empty" => Ok(vec![]),
+        Err(e) => Err(e),
+    }
 }
 
 fn string_map(name: &str) -> Field {
@@ -315,8 +396,10 @@ pub(crate) fn encode_checkpoint(actions: &[Action]) -> Result<Bytes> {
     if let Some(batch) = decoder.flush().map_err(Error::arrow(context))? {
         batches.push(batch);
     }
+    // Row groups of 16K actions let readers decode a large checkpoint on every core.
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(CHECKPOINT_ROW_GROUP))
         .build();
     let mut buffer = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(props))
@@ -362,12 +445,9 @@ pub(crate) async fn write_checkpoint(
         .filter(|a| matches!(a, Action::Add(_)))
         .count() as i64;
     let count = actions.len();
-    let bytes = tokio::task::spawn_blocking(move || encode_checkpoint(&actions))
-        .await
-        .map_err(|source| Error::TaskFailed {
-            task: "encoding a checkpoint",
-            source,
-        })??;
+    let bytes =
+        crate::tasks::blocking("encoding a checkpoint", move || encode_checkpoint(&actions))
+            .await?;
     let size = bytes.len() as u64;
     let dir = log_dir(root);
     let path = dir.clone().join(checkpoint_file_name(version));
@@ -401,6 +481,24 @@ pub(crate) async fn write_checkpoint(
 mod tests {
     use super::*;
     use crate::protocol::{Add, DeletionVectorDescriptor, Metadata, Protocol, Remove, Txn};
+
+    fn decode_batches_of(batch: &RecordBatch) -> Vec<Action> {
+        let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());
+        let (mut files, others) =
+            file_actions::decode(column("add"), column("remove"), batch.num_rows()).unwrap();
+        assert_eq!(
+            others.len(),
+            3,
+            "protocol, metaData and txn rows go by way of JSON"
+        );
+        let rest: Vec<usize> = (0..batch.num_columns())
+            .filter(|&i| !matches!(batch.schema().field(i).name().as_str(), "add" | "remove"))
+            .collect();
+        let rest =
+            take_record_batch(&batch.project(&rest).unwrap(), &UInt32Array::from(others)).unwrap();
+        files.extend(actions_via_json(&rest).unwrap());
+        files
+    }
 
     #[test]
     fn checkpoints_round_trip_every_action_kind() {
@@ -468,12 +566,35 @@ mod tests {
             }),
         ];
         let bytes = encode_checkpoint(&actions).unwrap();
-        let mut read = parse_checkpoint_parquet(bytes, &Path::from("cp")).unwrap();
-        // A null partition value comes back as an absent key; both mean null.
-        if let Action::Add(add) = &mut read[3] {
-            add.partition_values.entry("q".into()).or_insert(None);
+        let read = parse_checkpoint_parquet(bytes, &Path::from("cp")).unwrap();
+        // Files decode from their columns and the rest by way of JSON: the order of a
+        // checkpoint's actions carries no meaning. A null partition value may come back
+        // as an absent key (by way of JSON); both mean null.
+        let sorted = |actions: &[Action]| {
+            let mut text: Vec<String> = actions
+                .iter()
+                .cloned()
+                .map(|mut a| {
+                    if let Action::Add(add) = &mut a {
+                        add.partition_values.entry("q".into()).or_insert(None);
+                    }
+                    format!("{a:?}")
+                })
+                .collect();
+            text.sort();
+            text
+        };
+        assert_eq!(sorted(&read), sorted(&actions));
+        // The column decoder and the JSON one agree on every row.
+        let reader = ParquetRecordBatchReaderBuilder::try_new(encode_checkpoint(&actions).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let direct = decode_batches_of(&batch);
+            assert_eq!(sorted(&direct), sorted(&actions_via_json(&batch).unwrap()));
         }
-        assert_eq!(read, actions);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! snapshot needs (a [`LogSegment`]), and parsing commits and checkpoints into actions.
 
 pub(crate) mod checkpoint;
+mod file_actions;
 #[cfg(test)]
 mod robustness;
 pub(crate) mod versions;

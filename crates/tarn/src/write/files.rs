@@ -246,7 +246,7 @@ fn encoder_count(options: &FileWriteOptions) -> usize {
     if options.file_per_batch {
         return 1;
     }
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    crate::tasks::cores()
 }
 
 /// Splits `batches` into at most `shares` runs of consecutive rows, of about equal rows

@@ -273,7 +273,7 @@ impl MergeBuilder<'_> {
             }
             let keyed = read_selected(&snapshot.scan().select(names.clone()), unindexed).await?;
             // Each file's keys are probed on a task of its own: every core probes.
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cores = crate::tasks::cores();
             let probed: Vec<_> = futures::stream::iter(keyed)
                 .map(|(add, rows)| {
                     let (plan, names) = (Arc::clone(&plan), names.clone());
