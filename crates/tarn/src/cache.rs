@@ -1,7 +1,8 @@
 //! What a snapshot remembers of immutable objects, shared with the snapshots derived from
-//! it (by commits and refreshes): decoded data-file footers, opened index objects, and
-//! state derived from one version's log. Data files, deletion vectors and index objects
-//! never change once written, so nothing here is ever stale; each cache is bounded.
+//! it (by commits and refreshes): decoded data-file footers, opened index objects, state
+//! derived from one version's log, and the statistics planning parsed for one version.
+//! Data files, deletion vectors and index objects never change once written, so nothing
+//! here is ever stale; each cache is bounded.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
@@ -75,6 +76,8 @@ pub(crate) struct Caches {
     footers: Mutex<Lru<String, Arc<ParquetMetaData>>>,
     objects: Mutex<Lru<String, Shared>>,
     derived: Mutex<Option<(i64, &'static str, Shared)>>,
+    /// Statistics and partition values parsed for planning, for one version.
+    pub(crate) stats: crate::stats::columns::StatsSlot,
 }
 
 impl Default for Caches {
@@ -83,6 +86,7 @@ impl Default for Caches {
             footers: Mutex::new(Lru::new(FOOTER_BYTES)),
             objects: Mutex::new(Lru::new(OBJECTS)),
             derived: Mutex::new(None),
+            stats: Default::default(),
         }
     }
 }

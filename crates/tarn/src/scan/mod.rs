@@ -30,6 +30,7 @@ use crate::index::{IndexKind, IndexUse, select_rows, table_indices};
 use crate::properties::ColumnMappingMode;
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
+use crate::stats::columns::{PlanStats, plan_stats};
 use crate::stats::{ColumnInfo, FileStats, FileStatsView, column_infos};
 use roaring::RoaringTreemap;
 
@@ -251,7 +252,7 @@ impl Scan {
     /// index, and [`Error::Index`] / [`Error::UnsupportedIndexFormat`] when an index it
     /// would use cannot be read (`use_indices(false)` avoids them).
     pub async fn plan(&self) -> Result<ScanPlan> {
-        let ctx = self.context()?;
+        let ctx = Arc::new(self.context()?);
         let (files, plan) = self.plan_files(&ctx).await?;
         Ok(ScanPlan {
             files: files.into_iter().map(|f| f.add).collect(),
@@ -259,10 +260,14 @@ impl Scan {
         })
     }
 
-    async fn plan_files(&self, ctx: &ScanContext) -> Result<(Vec<PlannedFile>, ScanPlan)> {
+    async fn plan_files(&self, ctx: &Arc<ScanContext>) -> Result<(Vec<PlannedFile>, ScanPlan)> {
         let (mut files, by_partition, by_stats) = match (self.limit, &ctx.predicate) {
             (Some(limit), None) => (ctx.first_files(limit)?, 0, 0),
-            _ => ctx.prune_files()?,
+            _ => {
+                let stats = plan_stats(&ctx.snapshot, &ctx.columns).await?;
+                let ctx = Arc::clone(ctx);
+                crate::tasks::blocking("pruning files", move || ctx.prune_files(&stats)).await?
+            }
         };
         let mut plan = ScanPlan {
             files: Vec::new(),
@@ -383,24 +388,7 @@ struct ScanContext {
 
 impl ScanContext {
     fn partition_values(&self, add: &Add) -> Result<HashMap<ColumnName, Scalar>> {
-        self.snapshot
-            .partition_columns()
-            .iter()
-            .map(|pc| {
-                let raw = add
-                    .partition_values
-                    .get(&pc.physical_name)
-                    .and_then(|v| v.as_deref());
-                let value = Scalar::parse_partition(raw, pc.data_type).map_err(|reason| {
-                    Error::InvalidPartitionValue {
-                        column: pc.name.clone(),
-                        value: raw.unwrap_or_default().to_string(),
-                        reason: format!("{reason} (in file {})", add.path),
-                    }
-                })?;
-                Ok((ColumnName::new([pc.name.clone()]), value))
-            })
-            .collect()
+        partition_values(&self.snapshot, add)
     }
 
     /// The first live files whose live row counts in the log (`numRecords` minus
@@ -423,42 +411,73 @@ impl ScanContext {
         Ok(files)
     }
 
-    /// The files to read, and how many partition values and statistics ruled out.
-    fn prune_files(&self) -> Result<(Vec<PlannedFile>, usize, usize)> {
+    /// The files to read, and how many partition values and statistics ruled out, from the
+    /// statistics of every file (`stats`, in [`Snapshot::files`] order).
+    fn prune_files(&self, stats: &PlanStats) -> Result<(Vec<PlannedFile>, usize, usize)> {
         let mut files = Vec::new();
         let (mut by_partition, mut by_stats) = (0, 0);
         let no_columns = HashMap::new();
-        for add in self.snapshot.files() {
-            let partitions = self.partition_values(add)?;
+        for (i, add) in self.snapshot.files().enumerate() {
+            let Some(partitions) = stats.partitions.get(i) else {
+                // Statistics of another file list (cannot happen: they are per version):
+                // keep the file rather than risk dropping rows.
+                files.push(PlannedFile {
+                    partitions: self.partition_values(add)?,
+                    add: add.clone(),
+                    rows: None,
+                });
+                continue;
+            };
             if let Some(p) = &self.predicate {
                 let partition_only = FileStatsView {
                     stats: None,
                     columns: &no_columns,
-                    partitions: &partitions,
+                    partitions,
                 };
                 if !partitions.is_empty() && !may_match(p, &partition_only) {
                     by_partition += 1;
                     continue;
                 }
-                let stats = add.stats.as_deref().and_then(FileStats::parse);
-                let view = FileStatsView {
-                    stats: stats.as_ref(),
-                    columns: &self.columns,
-                    partitions: &partitions,
-                };
-                if !may_match(p, &view) {
+                if !may_match(p, &stats.view(i)) {
                     by_stats += 1;
                     continue;
                 }
             }
             files.push(PlannedFile {
                 add: add.clone(),
-                partitions,
+                partitions: partitions.clone(),
                 rows: None,
             });
         }
         Ok((files, by_partition, by_stats))
     }
+}
+
+/// The partition values of a file, typed by the table's partition columns.
+///
+/// Fails with [`Error::InvalidPartitionValue`] when one does not parse as its column's type.
+pub(crate) fn partition_values(
+    snapshot: &Snapshot,
+    add: &Add,
+) -> Result<HashMap<ColumnName, Scalar>> {
+    snapshot
+        .partition_columns()
+        .iter()
+        .map(|pc| {
+            let raw = add
+                .partition_values
+                .get(&pc.physical_name)
+                .and_then(|v| v.as_deref());
+            let value = Scalar::parse_partition(raw, pc.data_type).map_err(|reason| {
+                Error::InvalidPartitionValue {
+                    column: pc.name.clone(),
+                    value: raw.unwrap_or_default().to_string(),
+                    reason: format!("{reason} (in file {})", add.path),
+                }
+            })?;
+            Ok((ColumnName::new([pc.name.clone()]), value))
+        })
+        .collect()
 }
 
 /// The first `limit` rows of `stream`; it is dropped (its reads stopped) once they are

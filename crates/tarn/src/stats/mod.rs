@@ -1,6 +1,8 @@
 //! File statistics: reading the `stats` JSON of `add` actions for data skipping, and
 //! writing it for the files Tarn creates.
 
+pub(crate) mod columns;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 

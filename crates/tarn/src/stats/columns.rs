@@ -1,0 +1,442 @@
+//! Statistics kept columnar per snapshot version, parsed once.
+//!
+//! Planning a predicate on a table of 100,000 files used to parse every file's statistics
+//! JSON whole, on every plan. Here the first plan of a version parses, on every core, only
+//! the columns its predicate names (every other key of the JSON is skipped without being
+//! built), into one vector per column in the snapshot's file order; later plans of the same
+//! version, and plans naming the same columns, reuse them. Partition values are parsed once
+//! per version the same way. The cache lives with the table handle's other caches, for one
+//! version at a time.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::{ColumnInfo, lookup};
+use crate::error::Result;
+use crate::expr::{ColumnName, Scalar, StatsView};
+use crate::protocol::Add;
+use crate::snapshot::Snapshot;
+
+/// Every live file's typed partition values, in file order.
+type Partitions = Arc<Vec<HashMap<ColumnName, Scalar>>>;
+
+/// One column's statistics for every live file of a version, in file order.
+#[derive(Debug, Default)]
+pub(crate) struct ColumnBounds {
+    min: Vec<Option<Scalar>>,
+    max: Vec<Option<Scalar>>,
+    /// `None` where absent, or where loose bounds (`tightBounds: false`) make it unsafe.
+    null_count: Vec<Option<u64>>,
+}
+
+/// What one version's planning has parsed so far.
+#[derive(Debug)]
+pub(crate) struct VersionStats {
+    version: i64,
+    /// `numRecords` per file, parsed with the first columns asked for.
+    rows: Mutex<Option<Arc<Vec<Option<u64>>>>>,
+    columns: Mutex<HashMap<ColumnName, Arc<ColumnBounds>>>,
+    partitions: Mutex<Option<Partitions>>,
+}
+
+/// The statistics one plan needs, for every file of its snapshot.
+#[derive(Debug, Clone)]
+pub(crate) struct PlanStats {
+    rows: Arc<Vec<Option<u64>>>,
+    columns: HashMap<ColumnName, Arc<ColumnBounds>>,
+    pub(crate) partitions: Partitions,
+}
+
+impl PlanStats {
+    /// The statistics of file `index` (in [`Snapshot::files`] order).
+    pub(crate) fn view(&self, index: usize) -> IndexedView<'_> {
+        IndexedView { stats: self, index }
+    }
+}
+
+/// One file's statistics out of a [`PlanStats`].
+pub(crate) struct IndexedView<'a> {
+    stats: &'a PlanStats,
+    index: usize,
+}
+
+impl IndexedView<'_> {
+    fn partition(&self, column: &ColumnName) -> Option<&Scalar> {
+        self.stats.partitions.get(self.index)?.get(column)
+    }
+
+    fn column(&self, column: &ColumnName) -> Option<&ColumnBounds> {
+        self.stats.columns.get(column).map(Arc::as_ref)
+    }
+}
+
+impl StatsView for IndexedView<'_> {
+    fn min(&self, column: &ColumnName) -> Option<Scalar> {
+        if let Some(v) = self.partition(column) {
+            return Some(v.clone());
+        }
+        self.column(column)?.min.get(self.index)?.clone()
+    }
+
+    fn max(&self, column: &ColumnName) -> Option<Scalar> {
+        if let Some(v) = self.partition(column) {
+            return Some(v.clone());
+        }
+        self.column(column)?.max.get(self.index)?.clone()
+    }
+
+    fn null_count(&self, column: &ColumnName) -> Option<u64> {
+        if let Some(v) = self.partition(column) {
+            return match v {
+                Scalar::Null => self.row_count(),
+                _ => Some(0),
+            };
+        }
+        *self.column(column)?.null_count.get(self.index)?
+    }
+
+    fn row_count(&self) -> Option<u64> {
+        *self.stats.rows.get(self.index)?
+    }
+
+    fn all_null(&self, column: &ColumnName) -> bool {
+        match self.partition(column) {
+            Some(v) => v.is_null(),
+            None => {
+                matches!((self.null_count(column), self.row_count()), (Some(n), Some(r)) if n == r)
+            }
+        }
+    }
+}
+
+impl VersionStats {
+    fn new(version: i64) -> Self {
+        Self {
+            version,
+            rows: Mutex::new(None),
+            columns: Mutex::new(HashMap::new()),
+            partitions: Mutex::new(None),
+        }
+    }
+}
+
+/// The slot a table handle's caches keep: the statistics of one version.
+#[derive(Debug, Default)]
+pub(crate) struct StatsSlot(Mutex<Option<Arc<VersionStats>>>);
+
+impl StatsSlot {
+    fn for_version(&self, version: i64) -> Arc<VersionStats> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match held.as_ref() {
+            Some(stats) if stats.version == version => Arc::clone(stats),
+            _ => {
+                let fresh = Arc::new(VersionStats::new(version));
+                *held = Some(Arc::clone(&fresh));
+                fresh
+            }
+        }
+    }
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The statistics of `columns` and the partition values of every live file of `snapshot`,
+/// parsing (on every core, off the async threads) only what this version has not parsed.
+///
+/// Fails with [`crate::Error::InvalidPartitionValue`] when a file's partition value does
+/// not parse as its column's type.
+pub(crate) async fn plan_stats(
+    snapshot: &Snapshot,
+    columns: &HashMap<ColumnName, ColumnInfo>,
+) -> Result<PlanStats> {
+    let version = snapshot.caches().stats.for_version(snapshot.version());
+    let partitions = locked(&version.partitions).clone();
+    let partitions = match partitions {
+        Some(p) => p,
+        None => {
+            let owned = snapshot.clone();
+            let parsed = crate::tasks::blocking("parsing partition values", move || {
+                partition_values(&owned)
+            })
+            .await?;
+            let parsed = Arc::new(parsed);
+            *locked(&version.partitions) = Some(Arc::clone(&parsed));
+            parsed
+        }
+    };
+    let missing: HashMap<ColumnName, ColumnInfo> = {
+        let held = locked(&version.columns);
+        columns
+            .iter()
+            .filter(|(c, _)| !held.contains_key(*c))
+            .map(|(c, i)| (c.clone(), i.clone()))
+            .collect()
+    };
+    let have_rows = locked(&version.rows).is_some();
+    if !missing.is_empty() || !have_rows {
+        let owned = snapshot.clone();
+        let (rows, parsed) = crate::tasks::blocking("parsing file statistics", move || {
+            Ok(parse_columns(&owned, &missing))
+        })
+        .await?;
+        locked(&version.rows).get_or_insert(Arc::new(rows));
+        locked(&version.columns).extend(parsed.into_iter().map(|(c, b)| (c, Arc::new(b))));
+    }
+    let rows = locked(&version.rows).clone().unwrap_or_default();
+    let held = locked(&version.columns);
+    Ok(PlanStats {
+        rows,
+        columns: columns
+            .keys()
+            .filter_map(|c| held.get(c).map(|b| (c.clone(), Arc::clone(b))))
+            .collect(),
+        partitions,
+    })
+}
+
+fn partition_values(snapshot: &Snapshot) -> Result<Vec<HashMap<ColumnName, Scalar>>> {
+    let files: Vec<&Add> = snapshot.files().collect();
+    let parts = on_every_core(&files, |chunk| {
+        chunk
+            .iter()
+            .map(|add| crate::scan::partition_values(snapshot, add))
+            .collect::<Result<Vec<_>>>()
+    });
+    let mut out = Vec::with_capacity(files.len());
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
+/// Runs `work` over `items` split into one run per core, in order.
+fn on_every_core<T: Sync, R: Send>(items: &[T], work: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
+    let threads = crate::tasks::cores().clamp(1, items.len().max(1));
+    let chunk = items.len().div_ceil(threads).max(1);
+    if threads == 1 {
+        return vec![work(items)];
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| scope.spawn(|| work(c)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// `numRecords` and the bounds of `columns` for every file, in file order.
+fn parse_columns(
+    snapshot: &Snapshot,
+    columns: &HashMap<ColumnName, ColumnInfo>,
+) -> (Vec<Option<u64>>, Vec<(ColumnName, ColumnBounds)>) {
+    let files: Vec<&Add> = snapshot.files().collect();
+    let roots: HashSet<String> = columns
+        .values()
+        .filter_map(|i| i.physical.first().cloned())
+        .collect();
+    let wanted: Vec<(&ColumnName, &ColumnInfo)> = columns.iter().collect();
+    let parts = on_every_core(&files, |chunk| {
+        let mut rows = Vec::with_capacity(chunk.len());
+        let mut bounds: Vec<ColumnBounds> =
+            wanted.iter().map(|_| ColumnBounds::default()).collect();
+        for add in chunk {
+            let parsed = add
+                .stats
+                .as_deref()
+                .and_then(|json| parse_some(json, &roots));
+            rows.push(parsed.as_ref().and_then(|p| p.num_records));
+            for ((_, info), out) in wanted.iter().zip(bounds.iter_mut()) {
+                let Some(p) = &parsed else {
+                    out.min.push(None);
+                    out.max.push(None);
+                    out.null_count.push(None);
+                    continue;
+                };
+                let bound = |map: &Map<String, Value>| {
+                    Scalar::from_stats_json(lookup(map, &info.physical)?, info.ty)
+                };
+                out.min.push(bound(&p.min_values));
+                out.max.push(bound(&p.max_values));
+                out.null_count.push(if p.tight_bounds == Some(false) {
+                    None
+                } else {
+                    lookup(&p.null_count, &info.physical).and_then(Value::as_u64)
+                });
+            }
+        }
+        (rows, bounds)
+    });
+    let mut rows = Vec::with_capacity(files.len());
+    let mut merged: Vec<ColumnBounds> = wanted.iter().map(|_| ColumnBounds::default()).collect();
+    for (part_rows, part_bounds) in parts {
+        rows.extend(part_rows);
+        for (into, from) in merged.iter_mut().zip(part_bounds) {
+            into.min.extend(from.min);
+            into.max.extend(from.max);
+            into.null_count.extend(from.null_count);
+        }
+    }
+    let named = wanted
+        .into_iter()
+        .map(|(c, _)| c.clone())
+        .zip(merged)
+        .collect();
+    (rows, named)
+}
+
+/// The parts of a stats JSON one plan reads.
+#[derive(Debug, Default)]
+struct SomeStats {
+    num_records: Option<u64>,
+    tight_bounds: Option<bool>,
+    min_values: Map<String, Value>,
+    max_values: Map<String, Value>,
+    null_count: Map<String, Value>,
+}
+
+/// Parses `numRecords`, `tightBounds` and, of `minValues`, `maxValues` and `nullCount`,
+/// only the top-level keys in `roots`; malformed stats count as absent.
+fn parse_some(json: &str, roots: &HashSet<String>) -> Option<SomeStats> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let stats = StatsSeed(roots).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(stats)
+}
+
+/// A map key, borrowed from the input when it holds no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct StatsSeed<'a>(&'a HashSet<String>);
+
+impl<'de> DeserializeSeed<'de> for StatsSeed<'_> {
+    type Value = SomeStats;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<SomeStats, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StatsSeed<'_> {
+    type Value = SomeStats;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a stats object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SomeStats, A::Error> {
+        let mut out = SomeStats::default();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            match key.as_ref() {
+                "numRecords" => out.num_records = map.next_value()?,
+                "tightBounds" => out.tight_bounds = map.next_value()?,
+                "minValues" => out.min_values = map.next_value_seed(Section(self.0))?,
+                "maxValues" => out.max_values = map.next_value_seed(Section(self.0))?,
+                "nullCount" => out.null_count = map.next_value_seed(Section(self.0))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One of `minValues`, `maxValues`, `nullCount`: only the wanted top-level keys are built.
+struct Section<'a>(&'a HashSet<String>);
+
+impl<'de> DeserializeSeed<'de> for Section<'_> {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Section<'_> {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of column statistics")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if self.0.contains(key.as_ref()) {
+                out.insert(key.into_owned(), map.next_value::<Value>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(out)
+    }
+
+    // A null section is an empty one, as the whole-JSON parse treats it.
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Map::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::FileStats;
+
+    #[test]
+    fn only_the_wanted_columns_are_parsed_and_they_agree_with_the_whole_parse() {
+        let json = r#"{"numRecords":10,"minValues":{"a":1,"b\u0020c":"x","n":{"x":2}},
+            "maxValues":{"a":9,"b c":"y","n":{"x":3}},"nullCount":{"a":0,"b c":4,"n":{"x":1}},
+            "tightBounds":false,"other":[1,{"z":null}]}"#;
+        let roots: HashSet<String> = ["b c", "n"].into_iter().map(String::from).collect();
+        let some = parse_some(json, &roots).unwrap();
+        let whole = FileStats::parse(json).unwrap();
+        assert_eq!(some.num_records, whole.num_records);
+        assert_eq!(some.tight_bounds, Some(false));
+        assert!(!some.min_values.contains_key("a"));
+        for key in ["b c", "n"] {
+            assert_eq!(some.min_values.get(key), whole.min_values.get(key));
+            assert_eq!(some.max_values.get(key), whole.max_values.get(key));
+            assert_eq!(some.null_count.get(key), whole.null_count.get(key));
+        }
+        assert!(parse_some("{\"numRecords\":", &roots).is_none());
+        assert!(parse_some("{} trailing", &roots).is_none());
+        let nulls = parse_some(r#"{"numRecords":3,"minValues":null}"#, &roots).unwrap();
+        assert_eq!((nulls.num_records, nulls.min_values.len()), (Some(3), 0));
+    }
+}

@@ -1,0 +1,129 @@
+//! Planning prunes by statistics parsed once per version: the files a plan keeps are those
+//! whose statistics allow a match, the same on a second plan (served from the parsed
+//! columns) as on the first, and a new version (an append, a delete leaving loose bounds)
+//! is planned from its own statistics.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use tarn::expr::{Expr, col, lit};
+use tarn::{ChangeStrategy, Table};
+
+/// File `k` holds ids `k*100 .. k*100+99`, day `d{k % 3}`, and a tag that is null in
+/// every row of odd files and `t{k}` in even ones.
+fn file(k: i64) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("day", DataType::Utf8, false),
+        Field::new("tag", DataType::Utf8, true),
+    ]));
+    let ids: Vec<i64> = (k * 100..k * 100 + 100).collect();
+    let tag = if k % 2 == 0 {
+        Some(format!("t{k}"))
+    } else {
+        None
+    };
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(vec![format!("d{}", k % 3); 100])),
+            Arc::new(StringArray::from(vec![tag; 100])),
+        ],
+    )
+    .unwrap()
+}
+
+/// The files (by the first id they hold, over 100) a plan keeps.
+async fn planned(table: &Table, predicate: &Expr) -> BTreeSet<i64> {
+    let plan = table.scan().filter(predicate.clone()).plan().await.unwrap();
+    let mut kept = BTreeSet::new();
+    for add in plan.files {
+        let rows = table.snapshot().read_file(&add).await.unwrap();
+        let ids = rows.column_by_name("id").unwrap();
+        let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
+        kept.insert(ids.value(0) / 100);
+    }
+    kept
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_keep_the_files_statistics_allow_and_a_new_version_is_planned_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
+        .with_arrow_schema(&file(0).schema())
+        .with_partition_columns(["day"])
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    for k in 0..12 {
+        table.append([file(k)]).await.unwrap();
+    }
+    let cases: Vec<(Expr, BTreeSet<i64>)> = vec![
+        (col("id").eq(lit(734i64)), [7].into()),
+        (
+            col("id").gt_eq(lit(250i64)).and(col("id").lt(lit(420i64))),
+            [2, 3, 4].into(),
+        ),
+        (
+            col("id").lt(lit(500i64)).and(col("day").eq(lit("d1"))),
+            [1, 4].into(),
+        ),
+        (col("tag").is_null(), [1, 3, 5, 7, 9, 11].into()),
+        (col("tag").eq(lit("t4")), [4].into()),
+        (col("id").gt(lit(5_000i64)), BTreeSet::new()),
+    ];
+    for (predicate, expected) in &cases {
+        // The first plan parses; the second is served from the parsed columns.
+        assert_eq!(&planned(&table, predicate).await, expected, "{predicate}");
+        assert_eq!(
+            &planned(&table, predicate).await,
+            expected,
+            "{predicate} again"
+        );
+    }
+
+    // A new version: file 12 joins, and a merge-on-read delete leaves file 7 with loose
+    // bounds (its statistics still bound the deleted row, so it is still kept).
+    table.append([file(12)]).await.unwrap();
+    assert_eq!(
+        planned(&table, &col("id").gt_eq(lit(1_234i64))).await,
+        [12].into()
+    );
+    table
+        .delete(col("id").eq(lit(734i64)))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(
+        planned(&table, &col("id").eq(lit(734i64))).await,
+        [7].into()
+    );
+    let rows: usize = table
+        .scan()
+        .filter(col("id").eq(lit(734i64)))
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum();
+    assert_eq!(rows, 0);
+    // Reopened (no parsed statistics yet) it plans the same.
+    let reopened = Table::open(dir.path().join("t").to_str().unwrap())
+        .await
+        .unwrap();
+    for (predicate, expected) in &cases[..3] {
+        assert_eq!(
+            &planned(&reopened, predicate).await,
+            expected,
+            "{predicate}"
+        );
+    }
+}
