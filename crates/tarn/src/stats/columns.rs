@@ -38,7 +38,7 @@ pub(crate) struct ColumnBounds {
 #[derive(Debug)]
 pub(crate) struct VersionStats {
     version: i64,
-    /// `numRecords` per file, parsed with the first columns asked for.
+    /// `numRecords` per file, parsed with the first data columns asked for.
     rows: Mutex<Option<Arc<Vec<Option<u64>>>>>,
     columns: Mutex<HashMap<ColumnName, Arc<ColumnBounds>>>,
     partitions: Mutex<Option<Partitions>>,
@@ -171,16 +171,21 @@ pub(crate) async fn plan_stats(
             parsed
         }
     };
+    // Partition columns have no statistics: their values are exact.
+    let partition_columns: HashSet<ColumnName> = snapshot
+        .partition_columns()
+        .iter()
+        .map(|pc| ColumnName::new([pc.name.clone()]))
+        .collect();
     let missing: HashMap<ColumnName, ColumnInfo> = {
         let held = locked(&version.columns);
         columns
             .iter()
-            .filter(|(c, _)| !held.contains_key(*c))
+            .filter(|(c, _)| !held.contains_key(*c) && !partition_columns.contains(*c))
             .map(|(c, i)| (c.clone(), i.clone()))
             .collect()
     };
-    let have_rows = locked(&version.rows).is_some();
-    if !missing.is_empty() || !have_rows {
+    if !missing.is_empty() {
         let owned = snapshot.clone();
         let (rows, parsed) = crate::tasks::blocking("parsing file statistics", move || {
             Ok(parse_columns(&owned, &missing))
