@@ -9,8 +9,8 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::{SortColumn, lexsort_to_indices, partition, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use futures::{FutureExt, StreamExt, TryStreamExt};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -24,7 +24,7 @@ use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
-use super::upload::{ChunkedBuffer, UPLOAD_CONCURRENCY, tokio_stream_from, upload};
+use super::upload::{Body, FileSink, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Most rows handed to the Parquet writer at a time.
 const SLICE_ROWS: usize = 8 * 1024;
@@ -64,7 +64,8 @@ pub(crate) struct FileWriteOptions {
 struct EncodedFile {
     relative: String,
     partition_values: PartitionValues,
-    bytes: PutPayload,
+    body: Body,
+    size: u64,
     stats: String,
     rows: usize,
     captured: Vec<ArrayRef>,
@@ -104,8 +105,16 @@ pub(crate) async fn write_files(
         .map(|share| {
             let (schema, partition_columns) = (Arc::clone(&schema), Arc::clone(&partition_columns));
             let (options, tx) = (Arc::clone(&options), tx.clone());
+            let destination = Destination::of(location);
             tokio::task::spawn_blocking(move || {
-                let result = encode(&schema, &partition_columns, share, &options, &tx);
+                let result = encode(
+                    &schema,
+                    &partition_columns,
+                    share,
+                    &options,
+                    Some(&destination),
+                    &tx,
+                );
                 if let Err(e) = result {
                     let _ = tx.blocking_send(Err(e));
                 }
@@ -135,7 +144,7 @@ async fn upload_all(
                     let file = file?;
                     let path = crate::paths::join_relative(&root, &file.relative)?;
                     let add = add_of(&file, now);
-                    upload(store.as_ref(), &path, file.bytes).await?;
+                    file.body.upload_to(store.as_ref(), &path).await?;
                     Ok::<_, Error>((add, file.rows as u64, file.captured))
                 }
             }
@@ -186,9 +195,17 @@ impl StreamWriter {
         let (schema, partition_columns) = (schema.clone(), partition_columns.to_vec());
         let options = options.clone();
         let now = options.modification_time;
+        let destination = Destination::of(location);
         let encoder = tokio::task::spawn_blocking(move || {
             let rows = std::iter::from_fn(|| batches.blocking_recv());
-            let result = encode(&schema, &partition_columns, rows, &options, &files_tx);
+            let result = encode(
+                &schema,
+                &partition_columns,
+                rows,
+                &options,
+                Some(&destination),
+                &files_tx,
+            );
             if let Err(e) = result {
                 let _ = files_tx.blocking_send(Err(e));
             }
@@ -284,7 +301,7 @@ fn add_of(file: &EncodedFile, modification_time: i64) -> Add {
     Add {
         path: uri_encode(&file.relative),
         partition_values: file.partition_values.clone(),
-        size: file.bytes.content_length() as i64,
+        size: file.size as i64,
         modification_time,
         data_change: true,
         stats: Some(file.stats.clone()),
@@ -300,7 +317,7 @@ fn add_of(file: &EncodedFile, modification_time: i64) -> Add {
 /// what depends on them (index segments) can be made while they upload.
 pub(crate) struct EncodedFiles {
     pub(crate) written: WrittenFiles,
-    uploads: Vec<(Path, PutPayload)>,
+    uploads: Vec<(Path, Body)>,
 }
 
 impl EncodedFiles {
@@ -309,9 +326,9 @@ impl EncodedFiles {
     /// Fails with [`Error::Store`] when an upload fails.
     pub(crate) async fn upload(self, store: Arc<dyn ObjectStore>) -> Result<()> {
         futures::stream::iter(self.uploads)
-            .map(|(path, bytes)| {
+            .map(|(path, body)| {
                 let store = Arc::clone(&store);
-                async move { upload(store.as_ref(), &path, bytes).await }.boxed()
+                async move { body.upload_to(store.as_ref(), &path).await }.boxed()
             })
             .buffer_unordered(UPLOAD_CONCURRENCY)
             .try_collect::<Vec<()>>()
@@ -342,8 +359,9 @@ pub(crate) async fn encode_files(
     let partition_columns = partition_columns.to_vec();
     let now = options.modification_time;
     let options = options.clone();
+    // In memory: the files' actions must be final before any of them uploads.
     let encoder = tokio::task::spawn_blocking(move || {
-        let result = encode(&schema, &partition_columns, batches, &options, &tx);
+        let result = encode(&schema, &partition_columns, batches, &options, None, &tx);
         if let Err(e) = result {
             let _ = tx.blocking_send(Err(e));
         }
@@ -361,14 +379,14 @@ pub(crate) async fn encode_files(
         encoded.written.bytes += add.size as u64;
         encoded.written.adds.push(add);
         encoded.written.captured.push(file.captured);
-        encoded.uploads.push((path, file.bytes));
+        encoded.uploads.push((path, file.body));
     }
     Ok(encoded)
 }
 
 /// An open data file of one partition.
 struct OpenFile {
-    writer: ArrowWriter<ChunkedBuffer>,
+    writer: ArrowWriter<FileSink>,
     relative: String,
     partition_values: PartitionValues,
     rows: usize,
@@ -376,13 +394,30 @@ struct OpenFile {
     captured: Vec<Vec<ArrayRef>>,
 }
 
+/// Where large files stream to while they encode: the table's store and root.
+struct Destination {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+impl Destination {
+    fn of(location: &StoreLocation) -> Destination {
+        Destination {
+            store: Arc::clone(location.store()),
+            root: location.root().clone(),
+        }
+    }
+}
+
 /// Encodes batches into Parquet files, partition by partition, sending each finished file
-/// to the uploader. Runs on a blocking thread.
+/// to the uploader; with a destination, a file that grows large uploads in parts while it
+/// encodes. Runs on a blocking thread.
 fn encode(
     schema: &StructType,
     partition_columns: &[PartitionColumn],
     batches: impl IntoIterator<Item = RecordBatch>,
     options: &FileWriteOptions,
+    destination: Option<&Destination>,
     tx: &tokio::sync::mpsc::Sender<Result<EncodedFile>>,
 ) -> Result<()> {
     let partition_names: Vec<String> = partition_columns.iter().map(|p| p.name.clone()).collect();
@@ -418,8 +453,15 @@ fn encode(
                     None => {
                         let relative = file_name(partition_columns, &key, counter);
                         counter += 1;
+                        let sink = FileSink::new(match destination {
+                            Some(d) => Some((
+                                Arc::clone(&d.store),
+                                crate::paths::join_relative(&d.root, &relative)?,
+                            )),
+                            None => None,
+                        });
                         let writer = ArrowWriter::try_new(
-                            ChunkedBuffer::default(),
+                            sink,
                             Arc::clone(&data_schema),
                             Some(props.clone()),
                         )
@@ -433,9 +475,13 @@ fn encode(
                         })
                     }
                 };
-                file.writer
-                    .write(&slice)
-                    .map_err(Error::parquet(&file.relative))?;
+                if let Err(e) = file.writer.write(&slice) {
+                    return Err(file
+                        .writer
+                        .inner_mut()
+                        .upload_error()
+                        .unwrap_or_else(|| Error::parquet(&file.relative)(e)));
+                }
                 file.rows += slice.num_rows();
                 for (name, slices) in options.capture.iter().zip(&mut file.captured) {
                     if let Some(column) = slice.column_by_name(name) {
@@ -488,9 +534,19 @@ fn finish(
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
     let mut writer = writer;
-    let metadata = writer.finish().map_err(Error::parquet(&relative))?;
-    // `finish` has written the footer; the buffer now holds the whole file.
-    let bytes = std::mem::take(writer.inner_mut()).into_payload();
+    let metadata = match writer.finish() {
+        Ok(metadata) => metadata,
+        Err(e) => {
+            return Err(writer
+                .inner_mut()
+                .upload_error()
+                .unwrap_or_else(|| Error::parquet(&relative)(e)));
+        }
+    };
+    // `finish` has written the footer: the sink has the whole file.
+    let sink = std::mem::replace(writer.inner_mut(), FileSink::new(None));
+    let size = sink.len();
+    let body = sink.finish();
     let stats = stats_json(
         &metadata,
         data_schema,
@@ -502,7 +558,8 @@ fn finish(
     let _ = tx.blocking_send(Ok(EncodedFile {
         relative,
         partition_values,
-        bytes,
+        body,
+        size,
         stats,
         rows,
         captured,
