@@ -1,5 +1,6 @@
 //! What a snapshot remembers of immutable objects, shared with the snapshots derived from
-//! it (by commits and refreshes): decoded data-file footers, opened index objects, state
+//! it (by commits and refreshes): decoded data-file footers and deletion vectors, opened
+//! index objects, state
 //! derived from one version's log, and the statistics planning parsed for one version.
 //! Data files, deletion vectors and index objects never change once written, so nothing
 //! here is ever stale; each cache is bounded.
@@ -10,11 +11,14 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use parquet::file::metadata::ParquetMetaData;
+use roaring::RoaringTreemap;
 
 /// Bytes of decoded footers kept per table handle.
 const FOOTER_BYTES: usize = 64 * 1024 * 1024;
 /// Opened index objects kept per table handle.
 const OBJECTS: usize = 256;
+/// Bytes of decoded deletion vectors kept per table handle.
+const DV_BYTES: usize = 64 * 1024 * 1024;
 
 /// A least-recently-used map bounded by a weight.
 #[derive(Debug)]
@@ -75,6 +79,7 @@ type Shared = Arc<dyn Any + Send + Sync>;
 pub(crate) struct Caches {
     footers: Mutex<Lru<String, Arc<ParquetMetaData>>>,
     objects: Mutex<Lru<String, Shared>>,
+    dvs: Mutex<Lru<String, Arc<RoaringTreemap>>>,
     derived: Mutex<Option<(i64, &'static str, Shared)>>,
     /// Statistics and partition values parsed for planning, for one version.
     pub(crate) stats: crate::stats::columns::StatsSlot,
@@ -85,6 +90,7 @@ impl Default for Caches {
         Self {
             footers: Mutex::new(Lru::new(FOOTER_BYTES)),
             objects: Mutex::new(Lru::new(OBJECTS)),
+            dvs: Mutex::new(Lru::new(DV_BYTES)),
             derived: Mutex::new(None),
             stats: Default::default(),
         }
@@ -107,6 +113,23 @@ impl Caches {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(path.to_string(), footer, weight);
+    }
+
+    /// A deletion vector decoded before, by its unique id.
+    pub(crate) fn deletion_vector(&self, id: &str) -> Option<Arc<RoaringTreemap>> {
+        self.dvs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id.to_string())
+    }
+
+    /// Remembers a decoded deletion vector.
+    pub(crate) fn keep_deletion_vector(&self, id: &str, bitmap: Arc<RoaringTreemap>) {
+        let weight = bitmap.serialized_size();
+        self.dvs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), bitmap, weight);
     }
 
     /// An object opened before (an index object), by its path.

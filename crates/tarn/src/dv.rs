@@ -294,6 +294,26 @@ impl DvFileWriter {
     }
 }
 
+/// The deletion vector `dv` of a file of `snapshot`'s table, decoded once per table handle:
+/// a change that reads a file's rows, then its matches, then extends its deletion vector
+/// loads it once (deletion vectors never change once written).
+///
+/// Fails as [`load_deletion_vector`] does.
+pub(crate) async fn deletion_vector_of(
+    snapshot: &crate::snapshot::Snapshot,
+    dv: &DeletionVectorDescriptor,
+) -> Result<RoaringTreemap> {
+    let id = dv.unique_id();
+    if let Some(known) = snapshot.caches().deletion_vector(&id) {
+        return Ok(known.as_ref().clone());
+    }
+    let bitmap = load_deletion_vector(snapshot.location(), dv).await?;
+    snapshot
+        .caches()
+        .keep_deletion_vector(&id, std::sync::Arc::new(bitmap.clone()));
+    Ok(bitmap)
+}
+
 /// Reads a file's deletion vector (inline, or one record of a DV file, by a ranged GET)
 /// and checks it.
 ///

@@ -29,7 +29,7 @@ pub use update::UpdateBuilder;
 
 pub use crate::properties::ChangeStrategy;
 
-use crate::dv::{DvFileWriter, describe_bitmap, load_deletion_vector};
+use crate::dv::{DvFileWriter, describe_bitmap};
 use crate::error::{Error, Result};
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -223,7 +223,7 @@ pub(crate) async fn exact_deletions(
             return Ok(None);
         };
         let before = match &add.deletion_vector {
-            Some(dv) => load_deletion_vector(snapshot.location(), dv).await?,
+            Some(dv) => crate::dv::deletion_vector_of(snapshot, dv).await?,
             None => RoaringTreemap::new(),
         };
         changes.push(FileChange {

@@ -14,7 +14,7 @@ use roaring::RoaringTreemap;
 use super::row_groups::RowGroupStats;
 use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, assemble};
 use crate::conform::{Source, find_field};
-use crate::dv::load_deletion_vector;
+use crate::dv::deletion_vector_of;
 use crate::error::{Error, Result};
 use crate::expr::may_match;
 use crate::protocol::Add;
@@ -247,9 +247,7 @@ pub(super) async fn read_file(
 /// The deletion vector of `add`, loaded and checked, if it has one.
 async fn load_deletion_vector_of(snapshot: &Snapshot, add: &Add) -> Result<Option<RoaringTreemap>> {
     match &add.deletion_vector {
-        Some(dv) => load_deletion_vector(snapshot.location(), dv)
-            .await
-            .map(Some),
+        Some(dv) => deletion_vector_of(snapshot, dv).await.map(Some),
         None => Ok(None),
     }
 }
