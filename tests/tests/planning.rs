@@ -127,3 +127,59 @@ async fn plans_keep_the_files_statistics_allow_and_a_new_version_is_planned_anew
         );
     }
 }
+
+/// One row per file, `id` = the file's number, `day` = `d{id % 3}`.
+fn one_row(id: i64) -> RecordBatch {
+    let full = file(id);
+    let ids = Int64Array::from(vec![id]);
+    RecordBatch::try_new(
+        full.schema(),
+        vec![
+            Arc::new(ids),
+            Arc::new(StringArray::from(vec![format!("d{}", id % 3)])),
+            Arc::new(StringArray::from(vec![Some(format!("t{id}"))])),
+        ],
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_many_files_plans_on_every_core_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().join("many").to_str().unwrap())
+        .with_arrow_schema(&file(0).schema())
+        .with_partition_columns(["day"])
+        .execute()
+        .await
+        .unwrap();
+    // 1,200 files in one commit: past the size where planning parses in parallel.
+    table
+        .write((0..1200).map(one_row).collect::<Vec<_>>())
+        .target_file_size(1)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(table.snapshot().file_count(), 1200);
+    let ids_of = |plan: tarn::ScanPlan| plan.files.len();
+    for (predicate, expected) in [
+        (col("id").eq(lit(734i64)), 1),
+        (col("id").gt_eq(lit(1_100i64)), 100),
+        (col("id").lt(lit(300i64)).and(col("day").eq(lit("d1"))), 100),
+        (col("tag").eq(lit("t5")), 1),
+    ] {
+        for _ in 0..2 {
+            let plan = table.scan().filter(predicate.clone()).plan().await.unwrap();
+            assert_eq!(ids_of(plan), expected, "{predicate}");
+        }
+        let rows: usize = table
+            .scan()
+            .filter(predicate.clone())
+            .collect()
+            .await
+            .unwrap()
+            .iter()
+            .map(RecordBatch::num_rows)
+            .sum();
+        assert_eq!(rows, expected, "{predicate}");
+    }
+}

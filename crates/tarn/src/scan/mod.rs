@@ -30,7 +30,7 @@ use crate::index::{IndexKind, IndexUse, select_rows, table_indices};
 use crate::properties::ColumnMappingMode;
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
-use crate::stats::columns::{PlanStats, plan_stats};
+use crate::stats::columns::{PARALLEL_FILES, PlanStats, plan_stats};
 use crate::stats::{ColumnInfo, FileStats, FileStatsView, column_infos};
 use roaring::RoaringTreemap;
 
@@ -263,10 +263,15 @@ impl Scan {
     async fn plan_files(&self, ctx: &Arc<ScanContext>) -> Result<(Vec<PlannedFile>, ScanPlan)> {
         let (mut files, by_partition, by_stats) = match (self.limit, &ctx.predicate) {
             (Some(limit), None) => (ctx.first_files(limit)?, 0, 0),
-            _ => {
+            (None, None) => (ctx.all_files()?, 0, 0),
+            (_, Some(_)) => {
                 let stats = plan_stats(&ctx.snapshot, &ctx.columns).await?;
-                let ctx = Arc::clone(ctx);
-                crate::tasks::blocking("pruning files", move || ctx.prune_files(&stats)).await?
+                if ctx.snapshot.file_count() < PARALLEL_FILES {
+                    ctx.prune_files(&stats)?
+                } else {
+                    let ctx = Arc::clone(ctx);
+                    crate::tasks::blocking("pruning files", move || ctx.prune_files(&stats)).await?
+                }
             }
         };
         let mut plan = ScanPlan {
@@ -409,6 +414,20 @@ impl ScanContext {
             });
         }
         Ok(files)
+    }
+
+    /// Every live file: what a scan without a predicate or a limit reads.
+    fn all_files(&self) -> Result<Vec<PlannedFile>> {
+        self.snapshot
+            .files()
+            .map(|add| {
+                Ok(PlannedFile {
+                    partitions: self.partition_values(add)?,
+                    add: add.clone(),
+                    rows: None,
+                })
+            })
+            .collect()
     }
 
     /// The files to read, and how many partition values and statistics ruled out, from the

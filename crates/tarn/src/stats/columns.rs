@@ -22,6 +22,10 @@ use crate::expr::{ColumnName, Scalar, StatsView};
 use crate::protocol::Add;
 use crate::snapshot::Snapshot;
 
+/// Below this many files planning parses and prunes on the calling task: spawning threads
+/// would cost more than the work.
+pub(crate) const PARALLEL_FILES: usize = 1024;
+
 /// Every live file's typed partition values, in file order.
 type Partitions = Arc<Vec<HashMap<ColumnName, Scalar>>>;
 
@@ -161,11 +165,13 @@ pub(crate) async fn plan_stats(
     let partitions = match partitions {
         Some(p) => p,
         None => {
-            let owned = snapshot.clone();
-            let parsed = crate::tasks::blocking("parsing partition values", move || {
-                partition_values(&owned)
-            })
-            .await?;
+            let parsed = if snapshot.file_count() < PARALLEL_FILES {
+                partition_values(snapshot)?
+            } else {
+                let owned = snapshot.clone();
+                crate::tasks::blocking("parsing partition values", move || partition_values(&owned))
+                    .await?
+            };
             let parsed = Arc::new(parsed);
             *locked(&version.partitions) = Some(Arc::clone(&parsed));
             parsed
@@ -186,11 +192,15 @@ pub(crate) async fn plan_stats(
             .collect()
     };
     if !missing.is_empty() {
-        let owned = snapshot.clone();
-        let (rows, parsed) = crate::tasks::blocking("parsing file statistics", move || {
-            Ok(parse_columns(&owned, &missing))
-        })
-        .await?;
+        let (rows, parsed) = if snapshot.file_count() < PARALLEL_FILES {
+            parse_columns(snapshot, &missing)
+        } else {
+            let owned = snapshot.clone();
+            crate::tasks::blocking("parsing file statistics", move || {
+                Ok(parse_columns(&owned, &missing))
+            })
+            .await?
+        };
         locked(&version.rows).get_or_insert(Arc::new(rows));
         locked(&version.columns).extend(parsed.into_iter().map(|(c, b)| (c, Arc::new(b))));
     }
@@ -223,7 +233,11 @@ fn partition_values(snapshot: &Snapshot) -> Result<Vec<HashMap<ColumnName, Scala
 
 /// Runs `work` over `items` split into one run per core, in order.
 fn on_every_core<T: Sync, R: Send>(items: &[T], work: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
-    let threads = crate::tasks::cores().clamp(1, items.len().max(1));
+    let threads = if items.len() < PARALLEL_FILES {
+        1
+    } else {
+        crate::tasks::cores().clamp(1, items.len())
+    };
     let chunk = items.len().div_ceil(threads).max(1);
     if threads == 1 {
         return vec![work(items)];
