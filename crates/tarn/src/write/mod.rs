@@ -5,6 +5,7 @@
 mod builder;
 mod files;
 mod low_level;
+mod stream;
 mod upload;
 
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{Schema, SchemaRef};
 
 pub use builder::{WriteBuilder, WriteOutcome};
-pub(crate) use files::{FileWriteOptions, StreamWriter, WrittenFiles, write_files};
+pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
+pub(crate) use stream::StreamWriter;
 
 use crate::conform::{Source, conform};
 use crate::error::{Error, Result};
