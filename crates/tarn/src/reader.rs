@@ -30,6 +30,10 @@ use crate::protocol::Add;
 /// microseconds.
 pub(crate) struct DataFile {
     pub(crate) builder: ParquetRecordBatchStreamBuilder<ObjectFileReader>,
+    /// The file and its footer, for more builders over it (row groups decoded on several
+    /// tasks).
+    pub(crate) reader: ObjectFileReader,
+    pub(crate) metadata: ArrowReaderMetadata,
     /// Turns a Parquet error on this file into Tarn's, naming the file.
     pub(crate) errors: DataFileErrors,
 }
@@ -113,8 +117,14 @@ pub(crate) async fn open_data_file(
         )
         .map_err(|e| errors.error(e))?;
     }
-    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
-    Ok(DataFile { builder, errors })
+    let builder =
+        ParquetRecordBatchStreamBuilder::new_with_metadata(reader.clone(), metadata.clone());
+    Ok(DataFile {
+        builder,
+        reader,
+        metadata,
+        errors,
+    })
 }
 
 /// The file's Arrow schema with its INT96 timestamps read as microseconds, when it has

@@ -66,7 +66,7 @@ impl Scan {
             .map(|planned| {
                 let ctx = Arc::clone(&ctx);
                 async move {
-                    file::read_file(ctx, planned)
+                    file::read_file(ctx, planned, 1)
                         .await?
                         .try_fold(0u64, |n, b| async move { Ok(n + b.num_rows() as u64) })
                         .await

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
 use super::row_groups::RowGroupStats;
@@ -148,10 +148,13 @@ fn selection_of(wanted: &[u64], rows: u64) -> RowSelection {
     RowSelection::from(selectors)
 }
 
-/// Opens one file and returns the stream of its output batches.
+/// Opens one file and returns the stream of its output batches, in file order, or with its
+/// row groups split into `shares` runs decoded each on a task of its own (batches then
+/// arrive in no particular order).
 pub(super) async fn read_file(
     ctx: Arc<ScanContext>,
     file: PlannedFile,
+    shares: usize,
 ) -> Result<RecordBatchStream> {
     let location = ctx.snapshot.location();
     let (data, deleted) = futures::join!(
@@ -159,7 +162,7 @@ pub(super) async fn read_file(
         load_deletion_vector_of(&ctx.snapshot, &file.add)
     );
     let (data, deleted) = (data?, deleted?);
-    let (builder, errors) = (data.builder, data.errors);
+    let (builder, errors) = (data.builder, data.errors.clone());
     let file_schema = Arc::clone(builder.schema());
     let mode = ctx.snapshot.column_mapping_mode();
     let partition_names: Vec<&str> = ctx
@@ -216,32 +219,54 @@ pub(super) async fn read_file(
     if row_groups.is_empty() {
         return Ok(futures::stream::empty().boxed());
     }
-    let kept: Vec<(u64, u64)> = row_groups.iter().map(|rg| starts[*rg]).collect();
-    let mut builder = builder
-        .with_projection(mask)
+    let shares = shares.clamp(1, row_groups.len());
+    let per_share = row_groups.len().div_ceil(shares);
+    let mut streams = Vec::with_capacity(shares);
+    for share in row_groups.chunks(per_share) {
+        let kept: Vec<(u64, u64)> = share.iter().map(|rg| starts[*rg]).collect();
+        let mut share_builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
+            data.reader.clone(),
+            data.metadata.clone(),
+        )
+        .with_projection(mask.clone())
         .with_batch_size(ctx.batch_size)
-        .with_row_groups(row_groups);
-    match (&wanted, &deleted) {
-        (Some(wanted), _) => builder = builder.with_row_selection(wanted_selection(wanted, &kept)),
-        (None, Some(deleted)) => {
-            builder = builder.with_row_selection(deletion_selection(deleted, &kept));
+        .with_row_groups(share.to_vec());
+        match (&wanted, &deleted) {
+            (Some(wanted), _) => {
+                share_builder = share_builder.with_row_selection(wanted_selection(wanted, &kept));
+            }
+            (None, Some(deleted)) => {
+                share_builder =
+                    share_builder.with_row_selection(deletion_selection(deleted, &kept));
+            }
+            (None, None) => {}
         }
-        (None, None) => {}
+        let stream = share_builder.build().map_err(|e| errors.error(e))?;
+        // A corrupt page can make the decoder panic: the scan gets an error for this file.
+        let stream = std::panic::AssertUnwindSafe(stream)
+            .catch_unwind()
+            .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))));
+        let (ctx, errors, partitions) = (Arc::clone(&ctx), errors.clone(), file.partitions.clone());
+        let batches = stream
+            .map(move |batch| {
+                let batch = batch.map_err(|e| errors.error(e))?;
+                assemble(&ctx, &batch, &partitions, mode, errors.url())
+            })
+            .try_filter(|b| futures::future::ready(b.num_rows() > 0))
+            .boxed();
+        streams.push(batches);
     }
-    let stream = builder.build().map_err(|e| errors.error(e))?;
-    // A corrupt page can make the decoder panic: the scan gets an error for this file.
-    let stream = std::panic::AssertUnwindSafe(stream)
-        .catch_unwind()
-        .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))));
-    let ctx2 = Arc::clone(&ctx);
-    let partitions = file.partitions;
-    Ok(stream
-        .map(move |batch| {
-            let batch = batch.map_err(|e| errors.error(e))?;
-            assemble(&ctx2, &batch, &partitions, mode, errors.url())
-        })
-        .try_filter(|b| futures::future::ready(b.num_rows() > 0))
-        .boxed())
+    drop(builder);
+    if streams.len() == 1 {
+        return Ok(streams.remove(0));
+    }
+    // Each share decodes on a task of its own, a couple of batches ahead.
+    Ok(futures::stream::select_all(
+        streams
+            .into_iter()
+            .map(|s| crate::tasks::spawn_stream("decoding row groups", async move { Ok(s) })),
+    )
+    .boxed())
 }
 
 /// The deletion vector of `add`, loaded and checked, if it has one.

@@ -334,12 +334,14 @@ impl Scan {
         } else {
             self.concurrency_for(&files).max(INDEXED_CONCURRENCY)
         };
-        // Each file decodes on a task of its own: files in flight use every core.
+        // Each file decodes on a task of its own: files in flight use every core; with
+        // fewer files than cores, a file's row groups decode in several runs at once.
+        let shares = (crate::tasks::cores() / files.len().max(1)).max(1);
         let stream = futures::stream::iter(files)
             .map(move |file| {
                 crate::tasks::spawn_stream(
                     "reading a data file",
-                    file::read_file(Arc::clone(&ctx), file),
+                    file::read_file(Arc::clone(&ctx), file, shares),
                 )
             })
             .flatten_unordered(concurrency)
@@ -369,7 +371,8 @@ pub(crate) async fn stream_file(snapshot: &Snapshot, add: &Add) -> Result<Record
         partitions,
         rows: None,
     };
-    file::read_file(ctx, planned).await
+    // One run of row groups: a rewrite keeps the file's row order.
+    file::read_file(ctx, planned, 1).await
 }
 
 /// A file chosen by planning, with its parsed partition values and, when an index

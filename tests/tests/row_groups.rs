@@ -1,0 +1,88 @@
+//! A table of one file with many row groups: a scan decodes its row groups in several runs
+//! at once (fewer files than cores) and returns every live row once, with a deletion
+//! vector, with a predicate pruning row groups, and through a limit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::file::properties::WriterProperties;
+use tarn::expr::{col, lit};
+use tarn::{ChangeStrategy, Table};
+
+fn ids(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut out: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            let ids = b.column_by_name("id").unwrap();
+            let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
+            ids.values().to_vec()
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_many_row_groups_reads_every_live_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let data = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from_iter_values(0..100_000))],
+    )
+    .unwrap();
+    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
+        .with_arrow_schema(&schema)
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    table
+        .write([data])
+        .writer_properties(
+            WriterProperties::builder()
+                .set_max_row_group_row_count(Some(7_000))
+                .build(),
+        )
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(table.snapshot().file_count(), 1);
+
+    let all = table.scan().collect().await.unwrap();
+    assert_eq!(ids(&all), (0..100_000).collect::<Vec<_>>());
+
+    table
+        .delete(col("id").gt_eq(lit(20_000i64)).and(col("id").lt(lit(30_000i64))))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    let live: Vec<i64> = (0..20_000).chain(30_000..100_000).collect();
+    assert_eq!(ids(&table.scan().collect().await.unwrap()), live);
+
+    // Row groups outside the range are pruned; the rest split between runs.
+    let some = table
+        .scan()
+        .filter(col("id").gt_eq(lit(15_000i64)).and(col("id").lt(lit(60_000i64))))
+        .collect()
+        .await
+        .unwrap();
+    let expected: Vec<i64> = (15_000..20_000).chain(30_000..60_000).collect();
+    assert_eq!(ids(&some), expected);
+
+    let limited: usize = table
+        .scan()
+        .with_limit(10)
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum();
+    assert_eq!(limited, 10);
+    assert_eq!(table.scan().count().await.unwrap(), 90_000);
+}
