@@ -56,7 +56,11 @@ async fn a_file_of_many_row_groups_reads_every_live_row_once() {
     assert_eq!(ids(&all), (0..100_000).collect::<Vec<_>>());
 
     table
-        .delete(col("id").gt_eq(lit(20_000i64)).and(col("id").lt(lit(30_000i64))))
+        .delete(
+            col("id")
+                .gt_eq(lit(20_000i64))
+                .and(col("id").lt(lit(30_000i64))),
+        )
         .strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
@@ -67,7 +71,11 @@ async fn a_file_of_many_row_groups_reads_every_live_row_once() {
     // Row groups outside the range are pruned; the rest split between runs.
     let some = table
         .scan()
-        .filter(col("id").gt_eq(lit(15_000i64)).and(col("id").lt(lit(60_000i64))))
+        .filter(
+            col("id")
+                .gt_eq(lit(15_000i64))
+                .and(col("id").lt(lit(60_000i64))),
+        )
         .collect()
         .await
         .unwrap();
