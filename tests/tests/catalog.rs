@@ -297,7 +297,7 @@ async fn page_shapes(dir: &std::path::Path) -> Vec<(String, String, i64)> {
         .files()
         .map(|add| {
             let stats: serde_json::Value =
-                serde_json::from_str(add.stats.as_deref().unwrap()).unwrap();
+                serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
             (
                 stats["minValues"]["object_id"]
                     .as_str()

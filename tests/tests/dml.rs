@@ -681,7 +681,7 @@ async fn optimize_packs_small_files_purges_deletion_vectors_and_sorts() {
             .filter(|a| a.partition_values.get("country") == Some(&Some(partition.to_string())))
             .map(|a| {
                 let s: serde_json::Value =
-                    serde_json::from_str(a.stats.as_deref().unwrap()).unwrap();
+                    serde_json::from_str(&a.stats.as_ref().unwrap().json()).unwrap();
                 (
                     s["minValues"]["amount"].as_f64().unwrap(),
                     s["maxValues"]["amount"].as_f64().unwrap(),

@@ -427,7 +427,7 @@ async fn int96_timestamps_read_exactly_from_year_1_to_9999_in_scans_and_rewrites
         .await
         .unwrap();
     assert_eq!(plan.files.len(), 1);
-    let stats = plan.files[0].stats.clone().unwrap();
+    let stats = plan.files[0].stats.clone().unwrap().json().into_owned();
     assert!(stats.contains("0001-01-01T00:00:00"), "{stats}");
     assert!(stats.contains("9999-12-31T23:59:59.999"), "{stats}");
 }

@@ -621,3 +621,109 @@ async fn spark_reads_and_writes_indexed_tables() {
     let _ = table.drop_index("id_idx").await.unwrap();
     assert_same_in_spark(spark, &table, &dir, "indexed, after Spark").await;
 }
+
+/// The `add` fields of the checkpoint at `version` (by name), and whether its `stats` column
+/// holds any JSON.
+fn checkpoint_add_fields(dir: &Path, version: i64) -> (Vec<String>, bool) {
+    let path = dir.join(format!("_delta_log/{version:020}.checkpoint.parquet"));
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let (mut fields, mut json) = (Vec::new(), false);
+    for batch in reader {
+        let batch = batch.unwrap();
+        let add = batch.column_by_name("add").unwrap().as_struct();
+        fields = add.fields().iter().map(|f| f.name().clone()).collect();
+        if let Some(stats) = add.column_by_name("stats") {
+            json |= stats.null_count() < stats.len();
+        }
+    }
+    (fields, json)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_checkpoint_statistics_work_both_ways_with_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+
+    // Spark writes typed statistics only: Tarn reads them, prunes and counts with them.
+    let dir = root.path().join("spark-typed");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, name STRING, at TIMESTAMP, day DATE, \
+             amount DECIMAL(10,2), part INT) USING delta PARTITIONED BY (part) TBLPROPERTIES \
+             ('delta.checkpoint.writeStatsAsStruct' = 'true', \
+              'delta.checkpoint.writeStatsAsJson' = 'false', 'delta.checkpointInterval' = '3')",
+            "INSERT INTO {t} SELECT /*+ REPARTITION(1) */ id, CONCAT('n', CAST(id AS STRING)), \
+             TIMESTAMP'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id), \
+             DATE'2024-01-01' + CAST(id AS INT), CAST(id AS DECIMAL(10,2)) / 4, 0 FROM range(0, 100)",
+            "INSERT INTO {t} SELECT /*+ REPARTITION(1) */ id, CONCAT('n', CAST(id AS STRING)), \
+             TIMESTAMP'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id), \
+             DATE'2024-01-01' + CAST(id AS INT), CAST(id AS DECIMAL(10,2)) / 4, 0 FROM range(100, 200)",
+            "INSERT INTO {t} SELECT /*+ REPARTITION(1) */ id, CONCAT('n', CAST(id AS STRING)), \
+             TIMESTAMP'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id), \
+             DATE'2024-01-01' + CAST(id AS INT), CAST(id AS DECIMAL(10,2)) / 4, 1 FROM range(200, 300)",
+        ],
+    );
+    let (fields, json) = checkpoint_add_fields(&dir, 3);
+    assert!(
+        fields.contains(&"stats_parsed".to_string()),
+        "Spark wrote {fields:?}"
+    );
+    assert!(!json, "Spark wrote JSON statistics too");
+    let table = assert_tarn_reads_like_spark(spark, &dir, "Spark typed statistics").await;
+    let records: u64 = table
+        .snapshot()
+        .files()
+        .map(|a| a.stats.as_ref().and_then(|s| s.num_records()).unwrap())
+        .sum();
+    assert_eq!(records, 300);
+    let plan = table
+        .scan()
+        .filter(col("id").gt_eq(lit(150i64)).and(col("part").eq(lit(0i32))))
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.files.len(),
+        1,
+        "only the second insert's file holds ids >= 150 in part 0"
+    );
+    assert_eq!(plan.skipped_by_stats, 1);
+    let plan = table
+        .scan()
+        .filter(col("day").lt(lit(tarn::expr::Scalar::date("2024-02-01").unwrap())))
+        .plan()
+        .await
+        .unwrap();
+    assert_eq!(plan.files.len(), 1, "dates bound by typed statistics");
+    let counted = table.scan().count_outcome().await.unwrap();
+    assert_eq!((counted.rows, counted.files_read), (300, 0));
+
+    // Tarn writes typed statistics only: Spark reads the table the same.
+    let dir = root.path().join("tarn-typed");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_property("delta.checkpoint.writeStatsAsJson", "false")
+        .with_property("delta.checkpointInterval", "2")
+        .execute()
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let outcome = table
+            .write([sales_batch(i * 50, i * 50 + 50)])
+            .execute()
+            .await
+            .unwrap();
+        wait_checkpoint(&outcome.commit).await;
+    }
+    let (fields, json) = checkpoint_add_fields(&dir, 2);
+    assert!(fields.contains(&"stats_parsed".to_string()), "{fields:?}");
+    assert!(!json);
+    assert_same_in_spark(spark, &table, &dir, "Tarn typed statistics").await;
+}

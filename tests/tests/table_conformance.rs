@@ -557,7 +557,8 @@ async fn files_roll_at_the_target_size(target: Target) {
             add.path,
             add.size
         );
-        let stats: serde_json::Value = serde_json::from_str(add.stats.as_deref().unwrap()).unwrap();
+        let stats: serde_json::Value =
+            serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
         assert!(stats["numRecords"].as_u64().unwrap() > 0);
         assert!(
             stats["minValues"]["id"].is_number() && stats["maxValues"]["ts"].is_string(),

@@ -93,8 +93,8 @@ pub(crate) fn pages(snapshot: &Snapshot) -> Vec<Page> {
         .map(|add| {
             let stats: Option<serde_json::Value> = add
                 .stats
-                .as_deref()
-                .and_then(|s| serde_json::from_str(s).ok());
+                .as_ref()
+                .and_then(|s| serde_json::from_str(&s.json()).ok());
             let bound = |which: &str| {
                 stats
                     .as_ref()

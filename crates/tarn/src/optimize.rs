@@ -18,7 +18,6 @@ use crate::expr::Expr;
 use crate::index::InlineSegments;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
-use crate::stats::FileStats;
 use crate::table::Table;
 use crate::txn::CommitOutcome;
 use crate::write::{FileWriteOptions, write_files};
@@ -195,11 +194,7 @@ impl OptimizeBuilder<'_> {
                 let Some(dv) = &a.deletion_vector else {
                     return false;
                 };
-                let rows = a
-                    .stats
-                    .as_deref()
-                    .and_then(FileStats::parse)
-                    .and_then(|s| s.num_records);
+                let rows = a.stats.as_ref().and_then(|s| s.num_records());
                 rows.is_some_and(|r| r > 0 && dv.cardinality as f64 / r as f64 > dv_threshold)
             };
             let candidates: Vec<Add> = if sort_by.is_empty() {

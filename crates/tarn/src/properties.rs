@@ -10,6 +10,10 @@ pub const CHECKPOINT_INTERVAL: &str = "delta.checkpointInterval";
 pub const DELETED_FILE_RETENTION: &str = "delta.deletedFileRetentionDuration";
 /// `delta.dataSkippingNumIndexedCols`
 pub const NUM_INDEXED_COLS: &str = "delta.dataSkippingNumIndexedCols";
+/// `delta.checkpoint.writeStatsAsJson`
+pub const CHECKPOINT_STATS_AS_JSON: &str = "delta.checkpoint.writeStatsAsJson";
+/// `delta.checkpoint.writeStatsAsStruct`
+pub const CHECKPOINT_STATS_AS_STRUCT: &str = "delta.checkpoint.writeStatsAsStruct";
 /// `delta.targetFileSize`
 pub const TARGET_FILE_SIZE: &str = "delta.targetFileSize";
 /// `delta.columnMapping.mode`
@@ -97,6 +101,23 @@ impl<'a> TableProperties<'a> {
         self.get(NUM_INDEXED_COLS)
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(32)
+    }
+
+    /// Whether checkpoints carry each file's statistics as JSON text, `add.stats`
+    /// (`delta.checkpoint.writeStatsAsJson`, default true, as in Spark).
+    pub fn checkpoint_stats_as_json(&self) -> bool {
+        !self
+            .get(CHECKPOINT_STATS_AS_JSON)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    }
+
+    /// Whether checkpoints carry typed statistics and partition values, `add.stats_parsed`
+    /// and `add.partitionValues_parsed` (`delta.checkpoint.writeStatsAsStruct`, default
+    /// true, as in Spark).
+    pub fn checkpoint_stats_as_struct(&self) -> bool {
+        !self
+            .get(CHECKPOINT_STATS_AS_STRUCT)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
     }
 
     /// The target size of data files, if the table sets one.

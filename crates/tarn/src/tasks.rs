@@ -35,6 +35,48 @@ pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Runs `work` over `items` split into one run per core, on scoped threads, and returns
+/// the runs' results in order; below `min_parallel` items, one run on this thread. A
+/// panic in a run is resumed here.
+pub(crate) fn on_cores<T: Sync, R: Send>(
+    items: &[T],
+    min_parallel: usize,
+    work: impl Fn(&[T]) -> R + Sync,
+) -> Vec<R> {
+    let threads = if items.len() < min_parallel.max(2) {
+        1
+    } else {
+        cores().clamp(1, items.len())
+    };
+    if threads == 1 {
+        return vec![work(items)];
+    }
+    let chunk = items.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| scope.spawn(|| work(c)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// `f` of every item, in order, computed on every core for 1,024 items or more.
+pub(crate) fn map_on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    on_cores(items, 1024, |chunk| {
+        chunk.iter().map(&f).collect::<Vec<R>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// Runs blocking CPU work on tokio's blocking pool, off the async threads; `task` names
 /// the work in the error when it panics.
 pub(crate) async fn blocking<T: Send + 'static>(

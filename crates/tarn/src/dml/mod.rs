@@ -216,9 +216,8 @@ pub(crate) async fn exact_deletions(
         let (Some(rows), Some(physical)) = (
             plan.rows_of(snapshot, add),
             add.stats
-                .as_deref()
-                .and_then(crate::stats::FileStats::parse)
-                .and_then(|s| s.num_records),
+                .as_ref()
+                .and_then(crate::protocol::Stats::num_records),
         ) else {
             return Ok(None);
         };

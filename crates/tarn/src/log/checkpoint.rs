@@ -9,23 +9,42 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::ChunkReader;
 use serde::Serialize;
 
+use super::parsed_stats::CheckpointLayout;
+use super::projected;
 use super::{CheckpointFiles, LOG_READ_CONCURRENCY, file_actions, log_dir, parse_commit};
 use crate::error::{Error, Result};
+use crate::expr::Scalar;
 use crate::protocol::names::{CheckpointKind, LAST_CHECKPOINT, SIDECARS_DIR, checkpoint_file_name};
 use crate::protocol::{Action, Sidecar};
 
-/// Top-level checkpoint columns Tarn reads. `commitInfo` and `cdc` never matter in a
-/// checkpoint; `*_parsed` columns duplicate what the JSON fields hold.
-const SKIPPED_LEAVES: &[&str] = &["stats_parsed", "partitionValues_parsed"];
+/// Top-level checkpoint columns Tarn skips: `commitInfo` and `cdc` never matter in a
+/// checkpoint.
 const SKIPPED_ROOTS: &[&str] = &["commitInfo", "cdc"];
+
+/// Whether a checkpoint leaf column is read. Of an `add`'s statistics only one form is:
+/// the typed `stats_parsed` when the checkpoint has it (no JSON to decode, copy or parse),
+/// else the JSON `stats`. Other `*_parsed` columns duplicate what their text fields hold.
+fn wanted_leaf(parts: &[String], typed_stats: bool) -> bool {
+    let part = |i: usize| parts.get(i).map(String::as_str);
+    if part(0).is_some_and(|root| SKIPPED_ROOTS.contains(&root)) {
+        return false;
+    }
+    match (part(0), part(1)) {
+        (Some("add"), Some("stats")) => !typed_stats,
+        (Some("add"), Some("stats_parsed")) => typed_stats,
+        (_, Some(field)) if field.ends_with("_parsed") => false,
+        _ => true,
+    }
+}
 
 /// Actions per row group of the checkpoints Tarn writes.
 const CHECKPOINT_ROW_GROUP: usize = 16 * 1024;
@@ -43,16 +62,12 @@ pub(crate) async fn read_checkpoint(
     let parts: Vec<Vec<Action>> = futures::stream::iter(checkpoint.files.iter().cloned())
         .map(|meta| {
             async move {
-                let bytes = get_bytes(store, &meta.location).await?;
                 if json {
+                    let bytes = get_bytes(store, &meta.location).await?;
                     parse_commit(checkpoint.version, &bytes)
                         .map_err(|e| invalid(&meta.location, e.to_string()))
                 } else {
-                    let path = meta.location.clone();
-                    crate::tasks::blocking("decoding a checkpoint", move || {
-                        parse_checkpoint_parquet(bytes, &path)
-                    })
-                    .await
+                    read_parquet_part(store, &meta).await
                 }
             }
             .boxed()
@@ -108,15 +123,41 @@ async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
     }
 }
 
+/// Reads one Parquet part of a checkpoint. A large one is read by its footer and then
+/// only the column chunks Tarn decodes; a small one whole, in one request.
+async fn read_parquet_part(store: &dyn ObjectStore, meta: &ObjectMeta) -> Result<Vec<Action>> {
+    let path = meta.location.clone();
+    if meta.size <= projected::WHOLE_BELOW {
+        let bytes = get_bytes(store, &path).await?;
+        return crate::tasks::blocking("decoding a checkpoint", move || {
+            parse_checkpoint_parquet(bytes, &path)
+        })
+        .await;
+    }
+    let metadata = projected::footer(store, meta).await?;
+    let leaves = leaves_read(&metadata);
+    let file = projected::fetch_columns(store, meta, &metadata, &leaves).await?;
+    crate::tasks::blocking("decoding a checkpoint", move || {
+        guarded(&path, || decode_checkpoint(file, metadata, leaves, &path))
+    })
+    .await
+}
+
 /// Decodes a checkpoint Parquet file into actions: `add` and `remove` rows straight from
 /// their columns, the few others by way of JSON.
 pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
-    // The Parquet decoder panics on some corrupt footers; a corrupt checkpoint is an
-    // error like any other.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        decode_checkpoint(bytes, path)
-    }))
-    .unwrap_or_else(|panic| {
+    guarded(path, || {
+        let metadata = ArrowReaderMetadata::load(&bytes, Default::default())
+            .map_err(|e| invalid(path, e.to_string()))?;
+        let leaves = leaves_read(&metadata);
+        decode_checkpoint(bytes, metadata, leaves, path)
+    })
+}
+
+/// Runs a decode, turning a panic of the Parquet decoder (it panics on some corrupt
+/// footers) into the error of a corrupt checkpoint.
+fn guarded(path: &Path, decode: impl FnOnce() -> Result<Vec<Action>>) -> Result<Vec<Action>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).unwrap_or_else(|panic| {
         Err(invalid(
             path,
             format!(
@@ -127,20 +168,27 @@ pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<
     })
 }
 
-fn decode_checkpoint(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
+/// The leaf columns of a checkpoint Tarn decodes.
+fn leaves_read(metadata: &ArrowReaderMetadata) -> Vec<usize> {
+    let descr = metadata.metadata().file_metadata().schema_descr();
+    let typed_stats = (0..descr.num_columns()).any(|i| {
+        let column = descr.column(i);
+        let parts = column.path().parts();
+        parts.len() > 2 && parts[0] == "add" && parts[1] == "stats_parsed"
+    });
+    (0..descr.num_columns())
+        .filter(|i| wanted_leaf(descr.column(*i).path().parts(), typed_stats))
+        .collect()
+}
+
+fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
+    file: R,
+    metadata: ArrowReaderMetadata,
+    leaves: Vec<usize>,
+    path: &Path,
+) -> Result<Vec<Action>> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
-    let metadata = ArrowReaderMetadata::load(&bytes, Default::default()).map_err(|e| bad(&e))?;
     let descr = metadata.metadata().file_metadata().schema_descr_ptr();
-    let leaves: Vec<usize> = (0..descr.num_columns())
-        .filter(|i| {
-            let column = descr.column(*i);
-            let parts = column.path().parts();
-            !parts.iter().any(|p| SKIPPED_LEAVES.contains(&p.as_str()))
-                && !parts
-                    .first()
-                    .is_some_and(|p| SKIPPED_ROOTS.contains(&p.as_str()))
-        })
-        .collect();
     let mask = ProjectionMask::leaves(&descr, leaves);
     // Row groups decode on one thread per core (a checkpoint of 100,000 files is most of
     // a cold open's work); the caller runs this off the async threads.
@@ -148,7 +196,7 @@ fn decode_checkpoint(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
     let threads = crate::tasks::cores().min(groups).max(1);
     let decode_groups = |row_groups: Vec<usize>| -> Result<Vec<Action>> {
         let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), metadata.clone())
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), metadata.clone())
                 .with_projection(mask.clone())
                 .with_row_groups(row_groups)
                 .with_batch_size(8192)
@@ -277,8 +325,9 @@ fn strings(name: &str) -> Field {
     )
 }
 
-/// The schema of the classic checkpoints Tarn writes, as Spark writes them.
-pub(crate) fn checkpoint_schema() -> SchemaRef {
+/// The schema of the checkpoints Tarn writes, as Spark writes them: the classic columns,
+/// plus the typed ones `layout` asks for at the end of `add`.
+pub(crate) fn checkpoint_schema(layout: &CheckpointLayout) -> SchemaRef {
     let s = |fields: Vec<Field>| DataType::Struct(Fields::from(fields));
     Arc::new(Schema::new(vec![
         Field::new(
@@ -304,7 +353,10 @@ pub(crate) fn checkpoint_schema() -> SchemaRef {
                 Field::new("defaultRowCommitVersion", DataType::Int64, true),
                 Field::new("clusteringProvider", DataType::Utf8, true),
                 Field::new("stats", DataType::Utf8, true),
-            ]),
+            ]
+            .into_iter()
+            .chain(layout.add_fields())
+            .collect()),
             true,
         ),
         Field::new(
@@ -366,9 +418,70 @@ pub(crate) fn checkpoint_schema() -> SchemaRef {
     ]))
 }
 
-/// Encodes actions as a classic checkpoint Parquet file.
-pub(crate) fn encode_checkpoint(actions: &[Action]) -> Result<Bytes> {
-    let schema = checkpoint_schema();
+/// Encodes actions as a checkpoint Parquet file with the columns `layout` asks for.
+///
+/// When some file's statistics do not fit their typed columns (a value of another type
+/// than its column's), the checkpoint is written with JSON statistics only: typed ones
+/// only speed reading up.
+pub(crate) fn encode_checkpoint(actions: &[Action], layout: &CheckpointLayout) -> Result<Bytes> {
+    match encode_with(actions, layout) {
+        Err(Error::Arrow { .. }) if layout.stats_parsed.is_some() => {
+            encode_with(actions, &CheckpointLayout::classic())
+        }
+        other => other,
+    }
+}
+
+/// One action as a JSON line of the checkpoint schema, typed columns included.
+fn action_line(action: &Action, layout: &CheckpointLayout, out: &mut Vec<u8>) -> Result<()> {
+    let serialize = |source| Error::Serialize {
+        what: "a checkpoint action".into(),
+        source,
+    };
+    let Action::Add(add) = action else {
+        serde_json::to_writer(&mut *out, action).map_err(serialize)?;
+        out.push(b'\n');
+        return Ok(());
+    };
+    let mut bare = add.clone();
+    let stats = bare.stats.take().map(|s| s.json().into_owned());
+    let body = serde_json::to_string(&bare).map_err(serialize)?;
+    // `body` is a JSON object: the typed fields go before its closing brace.
+    out.extend_from_slice(b"{\"add\":");
+    out.extend_from_slice(&body.as_bytes()[..body.len() - 1]);
+    if let Some(stats) = &stats {
+        if layout.stats_as_json {
+            out.extend_from_slice(b",\"stats\":");
+            serde_json::to_writer(&mut *out, stats).map_err(serialize)?;
+        }
+        if layout.stats_parsed.is_some() && stats.trim_start().starts_with('{') {
+            out.extend_from_slice(b",\"stats_parsed\":");
+            out.extend_from_slice(stats.as_bytes());
+        }
+    }
+    if !layout.partitions.is_empty() {
+        out.extend_from_slice(b",\"partitionValues_parsed\":{");
+        for (i, (name, ty)) in layout.partitions.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, name).map_err(serialize)?;
+            out.push(b':');
+            let value = add
+                .partition_values
+                .get(name)
+                .and_then(|v| Scalar::parse_partition(v.as_deref(), *ty).ok())
+                .and_then(|v| v.to_stats_json());
+            out.extend_from_slice(value.as_deref().unwrap_or("null").as_bytes());
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"}}\n");
+    Ok(())
+}
+
+fn encode_with(actions: &[Action], layout: &CheckpointLayout) -> Result<Bytes> {
+    let schema = checkpoint_schema(layout);
     let context = "encoding a checkpoint";
     let mut decoder = arrow::json::ReaderBuilder::new(Arc::clone(&schema))
         .with_batch_size(8192)
@@ -378,11 +491,7 @@ pub(crate) fn encode_checkpoint(actions: &[Action]) -> Result<Bytes> {
     for chunk in actions.chunks(8192) {
         let mut json = Vec::new();
         for action in chunk {
-            serde_json::to_writer(&mut json, action).map_err(|source| Error::Serialize {
-                what: "a checkpoint action".into(),
-                source,
-            })?;
-            json.push(b'\n');
+            action_line(action, layout, &mut json)?;
         }
         let mut rest: &[u8] = &json;
         while !rest.is_empty() {
@@ -439,15 +548,17 @@ pub(crate) async fn write_checkpoint(
     root: &Path,
     version: i64,
     actions: Vec<Action>,
+    layout: CheckpointLayout,
 ) -> Result<CheckpointWritten> {
     let adds = actions
         .iter()
         .filter(|a| matches!(a, Action::Add(_)))
         .count() as i64;
     let count = actions.len();
-    let bytes =
-        crate::tasks::blocking("encoding a checkpoint", move || encode_checkpoint(&actions))
-            .await?;
+    let bytes = crate::tasks::blocking("encoding a checkpoint", move || {
+        encode_checkpoint(&actions, &layout)
+    })
+    .await?;
     let size = bytes.len() as u64;
     let dir = log_dir(root);
     let path = dir.clone().join(checkpoint_file_name(version));
@@ -565,7 +676,7 @@ mod tests {
                 default_row_commit_version: None,
             }),
         ];
-        let bytes = encode_checkpoint(&actions).unwrap();
+        let bytes = encode_checkpoint(&actions, &CheckpointLayout::classic()).unwrap();
         let read = parse_checkpoint_parquet(bytes, &Path::from("cp")).unwrap();
         // Files decode from their columns and the rest by way of JSON: the order of a
         // checkpoint's actions carries no meaning. A null partition value may come back
@@ -586,10 +697,12 @@ mod tests {
         };
         assert_eq!(sorted(&read), sorted(&actions));
         // The column decoder and the JSON one agree on every row.
-        let reader = ParquetRecordBatchReaderBuilder::try_new(encode_checkpoint(&actions).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            encode_checkpoint(&actions, &CheckpointLayout::classic()).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
         for batch in reader {
             let batch = batch.unwrap();
             let direct = decode_batches_of(&batch);

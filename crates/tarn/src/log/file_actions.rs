@@ -8,13 +8,16 @@
 //! problem precisely; absent optional columns (older writers) read as nulls.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Int32Array, Int64Array, MapArray, StructArray,
 };
 use arrow::datatypes::DataType;
 
-use crate::protocol::{Action, Add, DeletionVectorDescriptor, PartitionValues, Remove};
+use super::parsed_stats::ParsedRows;
+use crate::protocol::stats::StatsRows;
+use crate::protocol::{Action, Add, DeletionVectorDescriptor, PartitionValues, Remove, Stats};
 
 /// Read access to a string column of any of Arrow's string layouts.
 enum Strings<'a> {
@@ -195,6 +198,8 @@ pub(super) struct AddColumns<'a> {
     modification_time: Option<Ints<'a>>,
     data_change: Option<&'a BooleanArray>,
     stats: Option<Strings<'a>>,
+    /// The batch's typed statistics, which rows point into when there is no JSON.
+    stats_parsed: Option<Arc<ParsedRows>>,
     tags: Option<StringMap<'a>>,
     dv: Option<Dvs<'a>>,
     base_row_id: Option<Ints<'a>>,
@@ -213,6 +218,10 @@ impl<'a> AddColumns<'a> {
             modification_time: ints(add, "modificationTime")?,
             data_change: bools(add, "dataChange")?,
             stats: strings(add, "stats")?,
+            stats_parsed: match child(add, "stats_parsed")? {
+                Some(c) => Some(Arc::new(ParsedRows::new(c.as_struct_opt()?))),
+                None => None,
+            },
             tags: StringMap::of(add, "tags")?,
             dv: Dvs::of(add)?,
             base_row_id: ints(add, "baseRowId")?,
@@ -239,7 +248,14 @@ impl<'a> AddColumns<'a> {
             data_change: self
                 .data_change
                 .is_some_and(|a| a.is_valid(row) && a.value(row)),
-            stats: opt_str(&self.stats, row),
+            stats: match opt_str(&self.stats, row) {
+                Some(json) => Some(Stats::from(json)),
+                None => self
+                    .stats_parsed
+                    .as_ref()
+                    .filter(|p| p.is_valid(row))
+                    .map(|p| Stats::parsed(Arc::clone(p) as Arc<dyn StatsRows>, row)),
+            },
             tags: self.tags.as_ref().and_then(|m| m.tags(row)),
             deletion_vector: match &self.dv {
                 Some(dv) => dv.get(row).ok()?,

@@ -3,6 +3,8 @@
 
 pub(crate) mod checkpoint;
 mod file_actions;
+pub(crate) mod parsed_stats;
+mod projected;
 #[cfg(test)]
 mod robustness;
 pub(crate) mod versions;

@@ -69,7 +69,7 @@ fn valid_checkpoint() -> Vec<u8> {
             default_row_commit_version: None,
         }),
     ];
-    encode_checkpoint(&actions)
+    encode_checkpoint(&actions, &super::parsed_stats::CheckpointLayout::classic())
         .map(|b| b.to_vec())
         .unwrap_or_default()
 }

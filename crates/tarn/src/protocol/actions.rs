@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::stats::Stats;
+
 /// Partition values of a file: partition column (physical name) to its serialized value,
 /// `None` for null.
 pub type PartitionValues = BTreeMap<String, Option<String>>;
@@ -127,9 +129,10 @@ pub struct Add {
     /// Whether the commit changed data (false for compaction).
     #[serde(default)]
     pub data_change: bool,
-    /// Statistics as JSON text (`numRecords`, `minValues`, `maxValues`, `nullCount`).
+    /// Statistics (`numRecords`, `minValues`, `maxValues`, `nullCount`, `tightBounds`):
+    /// JSON text, or typed values from a checkpoint's `stats_parsed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stats: Option<String>,
+    pub stats: Option<Stats>,
     /// User tags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<HashMap<String, Option<String>>>,
@@ -173,12 +176,12 @@ impl Add {
     pub fn with_deletion_vector(mut self, descriptor: DeletionVectorDescriptor) -> Add {
         self.deletion_vector = Some(descriptor);
         self.data_change = true;
-        if let Some(stats) = self.stats.as_deref()
+        if let Some(stats) = &self.stats
             && let Ok(serde_json::Value::Object(mut map)) =
-                serde_json::from_str::<serde_json::Value>(stats)
+                serde_json::from_str::<serde_json::Value>(&stats.json())
         {
             map.insert("tightBounds".into(), serde_json::Value::Bool(false));
-            self.stats = Some(serde_json::Value::Object(map).to_string());
+            self.stats = Some(serde_json::Value::Object(map).to_string().into());
         }
         self
     }

@@ -5,9 +5,11 @@ pub mod actions;
 pub mod features;
 pub mod names;
 pub mod schema;
+pub mod stats;
 
 pub use actions::{
     Action, Add, Cdc, CheckpointMetadata, CommitInfo, DeletionVectorDescriptor, DomainMetadata,
     Format, Metadata, PartitionValues, Protocol, Remove, Sidecar, Txn,
 };
 pub use schema::{ArrayType, DataType, MapType, PrimitiveType, StructField, StructType};
+pub use stats::Stats;

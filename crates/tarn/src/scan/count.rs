@@ -102,7 +102,7 @@ fn count_from_log(ctx: &ScanContext, planned: &PlannedFile) -> Result<Option<u64
             Some(0)
         });
     }
-    let stats = planned.add.stats.as_deref().and_then(FileStats::parse);
+    let stats = FileStats::of(&planned.add);
     let view = FileStatsView {
         stats: stats.as_ref(),
         columns: &ctx.columns,

@@ -153,7 +153,7 @@ fn from_log(
         {
             continue;
         }
-        let Some(stats) = planned.add.stats.as_deref().and_then(FileStats::parse) else {
+        let Some(stats) = FileStats::of(&planned.add) else {
             return Ok(None);
         };
         let view = FileStatsView {

@@ -435,11 +435,31 @@ impl ScanContext {
 
     /// The files to read, and how many partition values and statistics ruled out, from the
     /// statistics of every file (`stats`, in [`Snapshot::files`] order).
+    /// Runs on every core for large tables.
     fn prune_files(&self, stats: &PlanStats) -> Result<(Vec<PlannedFile>, usize, usize)> {
+        let indexed: Vec<(usize, &Add)> = self.snapshot.files().enumerate().collect();
+        let runs =
+            crate::tasks::on_cores(&indexed, PARALLEL_FILES, |run| self.prune_run(run, stats));
+        let (mut files, mut by_partition, mut by_stats) = (Vec::new(), 0, 0);
+        for run in runs {
+            let (kept, partition, stat) = run?;
+            files.extend(kept);
+            by_partition += partition;
+            by_stats += stat;
+        }
+        Ok((files, by_partition, by_stats))
+    }
+
+    /// [`Self::prune_files`] over some of the files, given with their indices.
+    fn prune_run(
+        &self,
+        run: &[(usize, &Add)],
+        stats: &PlanStats,
+    ) -> Result<(Vec<PlannedFile>, usize, usize)> {
         let mut files = Vec::new();
         let (mut by_partition, mut by_stats) = (0, 0);
         let no_columns = HashMap::new();
-        for (i, add) in self.snapshot.files().enumerate() {
+        for &(i, add) in run {
             let Some(partitions) = stats.partitions.get(i) else {
                 // Statistics of another file list (cannot happen: they are per version):
                 // keep the file rather than risk dropping rows.
@@ -467,7 +487,7 @@ impl ScanContext {
             }
             files.push(PlannedFile {
                 add: add.clone(),
-                partitions: partitions.clone(),
+                partitions: HashMap::clone(partitions),
                 rows: None,
             });
         }
@@ -554,7 +574,7 @@ pub(crate) fn bind_predicate(snapshot: &Snapshot, predicate: &Expr) -> Result<Ex
 pub(crate) fn file_may_match(snapshot: &Snapshot, add: &Add, predicate: &Expr) -> Result<bool> {
     let ctx = snapshot.scan().filter(predicate.clone()).context()?;
     let partitions = ctx.partition_values(add)?;
-    let stats = add.stats.as_deref().and_then(FileStats::parse);
+    let stats = FileStats::of(add);
     let view = FileStatsView {
         stats: stats.as_ref(),
         columns: &ctx.columns,

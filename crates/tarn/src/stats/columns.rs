@@ -13,12 +13,14 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use arrow::array::ArrayRef;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::{ColumnInfo, lookup};
 use crate::error::Result;
 use crate::expr::{ColumnName, Scalar, StatsView};
+use crate::log::parsed_stats::ParsedRows;
 use crate::protocol::Add;
 use crate::snapshot::Snapshot;
 
@@ -26,8 +28,9 @@ use crate::snapshot::Snapshot;
 /// would cost more than the work.
 pub(crate) const PARALLEL_FILES: usize = 1024;
 
-/// Every live file's typed partition values, in file order.
-type Partitions = Arc<Vec<HashMap<ColumnName, Scalar>>>;
+/// Every live file's typed partition values, in file order; files of one partition
+/// share one map.
+type Partitions = Arc<Vec<Arc<HashMap<ColumnName, Scalar>>>>;
 
 /// One column's statistics for every live file of a version, in file order.
 #[derive(Debug, Default)]
@@ -52,8 +55,11 @@ pub(crate) struct VersionStats {
 #[derive(Debug, Clone)]
 pub(crate) struct PlanStats {
     rows: Arc<Vec<Option<u64>>>,
-    columns: HashMap<ColumnName, Arc<ColumnBounds>>,
+    /// A few columns: found by comparison, cheaper than hashing for every file.
+    columns: Vec<(ColumnName, Arc<ColumnBounds>)>,
     pub(crate) partitions: Partitions,
+    /// The partition columns, so a data column is not looked up in every file's map.
+    partition_names: Arc<Vec<ColumnName>>,
 }
 
 impl PlanStats {
@@ -71,11 +77,18 @@ pub(crate) struct IndexedView<'a> {
 
 impl IndexedView<'_> {
     fn partition(&self, column: &ColumnName) -> Option<&Scalar> {
+        if !self.stats.partition_names.contains(column) {
+            return None;
+        }
         self.stats.partitions.get(self.index)?.get(column)
     }
 
     fn column(&self, column: &ColumnName) -> Option<&ColumnBounds> {
-        self.stats.columns.get(column).map(Arc::as_ref)
+        self.stats
+            .columns
+            .iter()
+            .find(|(c, _)| c == column)
+            .map(|(_, b)| b.as_ref())
     }
 }
 
@@ -178,16 +191,17 @@ pub(crate) async fn plan_stats(
         }
     };
     // Partition columns have no statistics: their values are exact.
-    let partition_columns: HashSet<ColumnName> = snapshot
+    let partition_names: Vec<ColumnName> = snapshot
         .partition_columns()
         .iter()
         .map(|pc| ColumnName::new([pc.name.clone()]))
         .collect();
+    let partition_columns: HashSet<&ColumnName> = partition_names.iter().collect();
     let missing: HashMap<ColumnName, ColumnInfo> = {
         let held = locked(&version.columns);
         columns
             .iter()
-            .filter(|(c, _)| !held.contains_key(*c) && !partition_columns.contains(*c))
+            .filter(|(c, _)| !held.contains_key(*c) && !partition_columns.contains(c))
             .map(|(c, i)| (c.clone(), i.clone()))
             .collect()
     };
@@ -213,15 +227,26 @@ pub(crate) async fn plan_stats(
             .filter_map(|c| held.get(c).map(|b| (c.clone(), Arc::clone(b))))
             .collect(),
         partitions,
+        partition_names: Arc::new(partition_names),
     })
 }
 
-fn partition_values(snapshot: &Snapshot) -> Result<Vec<HashMap<ColumnName, Scalar>>> {
+fn partition_values(snapshot: &Snapshot) -> Result<Vec<Arc<HashMap<ColumnName, Scalar>>>> {
     let files: Vec<&Add> = snapshot.files().collect();
     let parts = on_every_core(&files, |chunk| {
+        // Files of one partition share its parsed values.
+        let mut seen: HashMap<&crate::protocol::PartitionValues, Arc<HashMap<ColumnName, Scalar>>> =
+            HashMap::new();
         chunk
             .iter()
-            .map(|add| crate::scan::partition_values(snapshot, add))
+            .map(|add| {
+                if let Some(values) = seen.get(&add.partition_values) {
+                    return Ok(Arc::clone(values));
+                }
+                let values = Arc::new(crate::scan::partition_values(snapshot, add)?);
+                seen.insert(&add.partition_values, Arc::clone(&values));
+                Ok(values)
+            })
             .collect::<Result<Vec<_>>>()
     });
     let mut out = Vec::with_capacity(files.len());
@@ -231,30 +256,10 @@ fn partition_values(snapshot: &Snapshot) -> Result<Vec<HashMap<ColumnName, Scala
     Ok(out)
 }
 
-/// Runs `work` over `items` split into one run per core, in order.
+/// Runs `work` over `items` split into one run per core, in order (on this thread
+/// below [`PARALLEL_FILES`] items).
 fn on_every_core<T: Sync, R: Send>(items: &[T], work: impl Fn(&[T]) -> R + Sync) -> Vec<R> {
-    let threads = if items.len() < PARALLEL_FILES {
-        1
-    } else {
-        crate::tasks::cores().clamp(1, items.len())
-    };
-    let chunk = items.len().div_ceil(threads).max(1);
-    if threads == 1 {
-        return vec![work(items)];
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|c| scope.spawn(|| work(c)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
+    crate::tasks::on_cores(items, PARALLEL_FILES, work)
 }
 
 /// `numRecords` and the bounds of `columns` for every file, in file order.
@@ -272,11 +277,21 @@ fn parse_columns(
         let mut rows = Vec::with_capacity(chunk.len());
         let mut bounds: Vec<ColumnBounds> =
             wanted.iter().map(|_| ColumnBounds::default()).collect();
+        // The wanted columns' arrays in the typed batch the last file pointed into.
+        let mut typed: Option<TypedColumns<'_>> = None;
         for add in chunk {
+            if let Some((batch, row)) = add.stats.as_ref().and_then(typed_row) {
+                let held = match &mut typed {
+                    Some(t) if std::ptr::eq(t.batch, batch) => t,
+                    slot => slot.insert(TypedColumns::of(batch, &wanted)),
+                };
+                rows.push(held.push_row(row, &wanted, &mut bounds));
+                continue;
+            }
             let parsed = add
                 .stats
-                .as_deref()
-                .and_then(|json| parse_some(json, &roots));
+                .as_ref()
+                .and_then(|s| parse_some(&s.json(), &roots));
             rows.push(parsed.as_ref().and_then(|p| p.num_records));
             for ((_, info), out) in wanted.iter().zip(bounds.iter_mut()) {
                 let Some(p) = &parsed else {
@@ -315,6 +330,59 @@ fn parse_columns(
         .zip(merged)
         .collect();
     (rows, named)
+}
+
+/// The typed statistics (a checkpoint's `stats_parsed` row) a file's stats point at.
+fn typed_row(stats: &crate::protocol::Stats) -> Option<(&ParsedRows, usize)> {
+    let (rows, row) = stats.typed()?;
+    Some((rows.as_any().downcast_ref::<ParsedRows>()?, row))
+}
+
+/// The arrays of the wanted columns in one batch of typed statistics, resolved once for
+/// all the files that point into it.
+struct TypedColumns<'a> {
+    batch: &'a ParsedRows,
+    /// Per wanted column: min, max and null-count arrays, when present.
+    arrays: Vec<[Option<&'a ArrayRef>; 3]>,
+}
+
+impl<'a> TypedColumns<'a> {
+    fn of(batch: &'a ParsedRows, wanted: &[(&ColumnName, &ColumnInfo)]) -> Self {
+        let arrays = wanted
+            .iter()
+            .map(|(_, info)| {
+                [
+                    batch.bounds(false, &info.physical),
+                    batch.bounds(true, &info.physical),
+                    batch.null_counts(&info.physical),
+                ]
+            })
+            .collect();
+        Self { batch, arrays }
+    }
+
+    /// Appends `row`'s bounds of every wanted column; returns its `numRecords`.
+    fn push_row(
+        &self,
+        row: usize,
+        wanted: &[(&ColumnName, &ColumnInfo)],
+        out: &mut [ColumnBounds],
+    ) -> Option<u64> {
+        let loose = self.batch.tight_bounds(row) == Some(false);
+        for (((_, info), [min, max, nulls]), out) in wanted.iter().zip(&self.arrays).zip(out) {
+            // A null bound is an absent one (no statistic, or only nulls).
+            let bound = |a: &Option<&ArrayRef>| {
+                Scalar::from_array(a.as_ref()?.as_ref(), row, info.ty).filter(|v| !v.is_null())
+            };
+            out.min.push(bound(min));
+            out.max.push(bound(max));
+            out.null_count.push(match nulls {
+                Some(a) if !loose => ParsedRows::count_at(a, row),
+                _ => None,
+            });
+        }
+        crate::protocol::stats::StatsRows::num_records(self.batch, row)
+    }
 }
 
 /// The parts of a stats JSON one plan reads.

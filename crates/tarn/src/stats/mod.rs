@@ -35,6 +35,11 @@ impl FileStats {
     pub(crate) fn parse(json: &str) -> Option<Self> {
         serde_json::from_str(json).ok()
     }
+
+    /// The statistics of a file, whichever form its `add` holds them in.
+    pub(crate) fn of(add: &crate::protocol::Add) -> Option<Self> {
+        Self::parse(&add.stats.as_ref()?.json())
+    }
 }
 
 fn lookup<'a>(map: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
@@ -147,11 +152,7 @@ impl StatsView for FileStatsView<'_> {
 /// A file's live rows from the log: its `numRecords` statistic minus its deletion
 /// vector's cardinality; `None` without the statistic.
 pub(crate) fn live_rows(add: &crate::protocol::Add) -> Option<u64> {
-    let records = add
-        .stats
-        .as_deref()
-        .and_then(FileStats::parse)?
-        .num_records?;
+    let records = add.stats.as_ref()?.num_records()?;
     let deleted = add
         .deletion_vector
         .as_ref()

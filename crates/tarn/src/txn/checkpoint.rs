@@ -12,6 +12,8 @@ use futures::future::{BoxFuture, Shared};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::log::checkpoint::{CheckpointWritten, write_checkpoint};
+use crate::log::parsed_stats::CheckpointLayout;
+use crate::protocol::PrimitiveType;
 use crate::snapshot::Snapshot;
 
 /// A checkpoint being written in the background after a commit.
@@ -93,6 +95,25 @@ pub(crate) async fn checkpoint(snapshot: &Snapshot, now_ms: i64) -> Result<Check
         location.root(),
         snapshot.version(),
         snapshot.checkpoint_actions(now_ms),
+        layout_of(snapshot),
     )
     .await
+}
+
+/// The checkpoint columns `snapshot`'s table asks for: typed statistics and partition
+/// values beside the JSON ones unless its properties turn them off.
+fn layout_of(snapshot: &Snapshot) -> CheckpointLayout {
+    let properties = snapshot.properties();
+    let partitions: Vec<(String, String, PrimitiveType)> = snapshot
+        .partition_columns()
+        .iter()
+        .map(|pc| (pc.name.clone(), pc.physical_name.clone(), pc.data_type))
+        .collect();
+    CheckpointLayout::of(
+        snapshot.schema(),
+        &partitions,
+        properties.num_indexed_cols(),
+        properties.checkpoint_stats_as_json(),
+        properties.checkpoint_stats_as_struct(),
+    )
 }

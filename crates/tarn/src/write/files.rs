@@ -221,7 +221,7 @@ fn add_of(file: &EncodedFile, modification_time: i64) -> Add {
         size: file.size as i64,
         modification_time,
         data_change: true,
-        stats: Some(file.stats.clone()),
+        stats: Some(file.stats.clone().into()),
         tags: None,
         deletion_vector: None,
         base_row_id: None,

@@ -1,0 +1,493 @@
+//! Typed statistics in checkpoints: the `add.stats_parsed` and `add.partitionValues_parsed`
+//! columns Spark writes beside the JSON `stats`, their schema for a table, and the rows of
+//! `stats_parsed` read back ([`ParsedRows`]), which `add` actions point into instead of
+//! holding JSON text.
+
+use std::any::Any;
+use std::fmt::Write as _;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray};
+use arrow::datatypes::{DataType as ArrowType, Field, Fields, Int32Type, Int64Type};
+
+use crate::expr::Scalar;
+use crate::protocol::stats::StatsRows;
+use crate::protocol::{DataType, PrimitiveType, StructField, StructType};
+
+/// The columns a checkpoint of a table holds beyond the classic ones.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckpointLayout {
+    /// Whether `add.stats` (JSON text) is written.
+    pub(crate) stats_as_json: bool,
+    /// The fields of `add.stats_parsed`, when it is written.
+    pub(crate) stats_parsed: Option<Fields>,
+    /// The partition columns (physical name, type) of `add.partitionValues_parsed`; empty
+    /// when it is not written.
+    pub(crate) partitions: Vec<(String, PrimitiveType)>,
+}
+
+impl CheckpointLayout {
+    /// Classic columns only: statistics as JSON text.
+    pub(crate) fn classic() -> Self {
+        Self {
+            stats_as_json: true,
+            stats_parsed: None,
+            partitions: Vec::new(),
+        }
+    }
+
+    /// The layout of a table's checkpoints: typed statistics of the columns that get
+    /// statistics (`num_indexed` leading leaves, partition columns aside) and typed
+    /// partition values when `as_struct`, JSON statistics when `as_json`.
+    pub(crate) fn of(
+        schema: &StructType,
+        partitions: &[(String, String, PrimitiveType)],
+        num_indexed: i64,
+        as_json: bool,
+        as_struct: bool,
+    ) -> Self {
+        if !as_struct {
+            return Self {
+                stats_as_json: true,
+                ..Self::classic()
+            };
+        }
+        let skip: Vec<&str> = partitions.iter().map(|(l, _, _)| l.as_str()).collect();
+        let mut budget = usize::try_from(num_indexed).unwrap_or(usize::MAX);
+        let (bounds, nulls) = sections(&schema.fields, &skip, &mut budget);
+        let mut fields = vec![Field::new("numRecords", ArrowType::Int64, true)];
+        if !bounds.is_empty() {
+            let bounds = ArrowType::Struct(Fields::from(bounds));
+            fields.push(Field::new("minValues", bounds.clone(), true));
+            fields.push(Field::new("maxValues", bounds, true));
+        }
+        if !nulls.is_empty() {
+            fields.push(Field::new(
+                "nullCount",
+                ArrowType::Struct(Fields::from(nulls)),
+                true,
+            ));
+        }
+        fields.push(Field::new("tightBounds", ArrowType::Boolean, true));
+        Self {
+            stats_as_json: as_json,
+            stats_parsed: Some(Fields::from(fields)),
+            partitions: partitions
+                .iter()
+                .map(|(_, physical, ty)| (physical.clone(), *ty))
+                .collect(),
+        }
+    }
+
+    /// The extra fields of the `add` struct, in order.
+    pub(crate) fn add_fields(&self) -> Vec<Field> {
+        let mut out = Vec::new();
+        if let Some(fields) = &self.stats_parsed {
+            out.push(Field::new(
+                "stats_parsed",
+                ArrowType::Struct(fields.clone()),
+                true,
+            ));
+        }
+        if !self.partitions.is_empty() {
+            let fields: Vec<Field> = self
+                .partitions
+                .iter()
+                .map(|(name, ty)| Field::new(name, ty.to_arrow(), true))
+                .collect();
+            out.push(Field::new(
+                "partitionValues_parsed",
+                ArrowType::Struct(Fields::from(fields)),
+                true,
+            ));
+        }
+        out
+    }
+}
+
+/// The `minValues`/`maxValues` and `nullCount` fields of the columns in `fields` that get
+/// statistics, by physical name, nested structs included, within `budget` leaves.
+/// Booleans and binary have null counts but no bounds, as in Spark.
+fn sections(fields: &[StructField], skip: &[&str], budget: &mut usize) -> (Vec<Field>, Vec<Field>) {
+    let (mut bounds, mut nulls) = (Vec::new(), Vec::new());
+    for field in fields.iter().filter(|f| !skip.contains(&f.name.as_str())) {
+        if *budget == 0 {
+            break;
+        }
+        let name = field.physical_name();
+        match &field.data_type {
+            DataType::Primitive(ty) => {
+                *budget -= 1;
+                nulls.push(Field::new(name, ArrowType::Int64, true));
+                if !matches!(ty, PrimitiveType::Boolean | PrimitiveType::Binary) {
+                    bounds.push(Field::new(name, ty.to_arrow(), true));
+                }
+            }
+            DataType::Struct(inner) => {
+                let (b, n) = sections(&inner.fields, &[], budget);
+                if !b.is_empty() {
+                    bounds.push(Field::new(name, ArrowType::Struct(b.into()), true));
+                }
+                if !n.is_empty() {
+                    nulls.push(Field::new(name, ArrowType::Struct(n.into()), true));
+                }
+            }
+            other => *budget = budget.saturating_sub(leaves(other)),
+        }
+    }
+    (bounds, nulls)
+}
+
+fn leaves(t: &DataType) -> usize {
+    match t {
+        DataType::Primitive(_) => 1,
+        DataType::Array(a) => leaves(&a.element_type),
+        DataType::Map(m) => leaves(&m.key_type) + leaves(&m.value_type),
+        DataType::Struct(s) => s.fields.iter().map(|f| leaves(&f.data_type)).sum(),
+    }
+}
+
+/// One batch of a checkpoint's `add.stats_parsed` column. Children of an unexpected type
+/// are left out (those statistics count as absent, which only costs skipping).
+#[derive(Debug)]
+pub(crate) struct ParsedRows {
+    all: StructArray,
+    num_records: Option<ArrayRef>,
+    tight_bounds: Option<BooleanArray>,
+    min: Option<StructArray>,
+    max: Option<StructArray>,
+    nulls: Option<StructArray>,
+}
+
+impl ParsedRows {
+    pub(crate) fn new(all: &StructArray) -> Self {
+        let section = |name: &str| {
+            all.column_by_name(name)
+                .and_then(|c| c.as_struct_opt())
+                .cloned()
+        };
+        Self {
+            num_records: all
+                .column_by_name("numRecords")
+                .filter(|c| matches!(c.data_type(), ArrowType::Int64 | ArrowType::Int32))
+                .cloned(),
+            tight_bounds: all
+                .column_by_name("tightBounds")
+                .and_then(|c| c.as_boolean_opt())
+                .cloned(),
+            min: section("minValues"),
+            max: section("maxValues"),
+            nulls: section("nullCount"),
+            all: all.clone(),
+        }
+    }
+
+    /// Whether row `row` holds statistics at all.
+    pub(crate) fn is_valid(&self, row: usize) -> bool {
+        self.all.is_valid(row)
+    }
+
+    /// The `minValues` (or `maxValues`) array of the column at `path` (physical names).
+    pub(crate) fn bounds(&self, max: bool, path: &[String]) -> Option<&ArrayRef> {
+        descend(if max { &self.max } else { &self.min }.as_ref()?, path)
+    }
+
+    /// The `nullCount` array of the column at `path`.
+    pub(crate) fn null_counts(&self, path: &[String]) -> Option<&ArrayRef> {
+        descend(self.nulls.as_ref()?, path)
+    }
+
+    /// `tightBounds` of a row, when recorded.
+    pub(crate) fn tight_bounds(&self, row: usize) -> Option<bool> {
+        let a = self.tight_bounds.as_ref()?;
+        a.is_valid(row).then(|| a.value(row))
+    }
+
+    /// An integer count (`numRecords` or a null count) at `row`.
+    pub(crate) fn count_at(array: &ArrayRef, row: usize) -> Option<u64> {
+        if !array.is_valid(row) {
+            return None;
+        }
+        let n = match array.data_type() {
+            ArrowType::Int64 => array.as_primitive::<Int64Type>().value(row),
+            ArrowType::Int32 => i64::from(array.as_primitive::<Int32Type>().value(row)),
+            _ => return None,
+        };
+        u64::try_from(n).ok()
+    }
+}
+
+fn descend<'a>(section: &'a StructArray, path: &[String]) -> Option<&'a ArrayRef> {
+    let (first, rest) = path.split_first()?;
+    let column = section.column_by_name(first)?;
+    if rest.is_empty() {
+        Some(column)
+    } else {
+        descend(column.as_struct_opt()?, rest)
+    }
+}
+
+impl StatsRows for ParsedRows {
+    fn json(&self, row: usize) -> Option<String> {
+        if !self.is_valid(row) {
+            return None;
+        }
+        let mut entries: Vec<(&str, String)> = Vec::new();
+        if let Some(n) = self
+            .num_records
+            .as_ref()
+            .and_then(|a| Self::count_at(a, row))
+        {
+            entries.push(("numRecords", n.to_string()));
+        }
+        for (key, section) in [
+            ("minValues", &self.min),
+            ("maxValues", &self.max),
+            ("nullCount", &self.nulls),
+        ] {
+            if let Some(text) = section.as_ref().and_then(|s| render_struct(s, row)) {
+                entries.push((key, text));
+            }
+        }
+        if let Some(tight) = self.tight_bounds(row) {
+            entries.push(("tightBounds", tight.to_string()));
+        }
+        let mut out = String::from("{");
+        for (i, (key, value)) in entries.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "\"{key}\":{value}");
+        }
+        out.push('}');
+        Some(out)
+    }
+
+    fn num_records(&self, row: usize) -> Option<u64> {
+        if !self.is_valid(row) {
+            return None;
+        }
+        Self::count_at(self.num_records.as_ref()?, row)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A struct row as a JSON object of its non-null leaves; `None` when it has none.
+fn render_struct(section: &StructArray, row: usize) -> Option<String> {
+    if section.is_null(row) {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for (field, child) in section.fields().iter().zip(section.columns()) {
+        let value = match child.as_struct_opt() {
+            Some(inner) => render_struct(inner, row),
+            None => leaf_json(child, row),
+        };
+        if let Some(value) = value {
+            let key = serde_json::Value::String(field.name().clone()).to_string();
+            parts.push(format!("{key}:{value}"));
+        }
+    }
+    (!parts.is_empty()).then(|| format!("{{{}}}", parts.join(",")))
+}
+
+fn leaf_json(array: &ArrayRef, row: usize) -> Option<String> {
+    if array.is_null(row) {
+        return None;
+    }
+    Scalar::from_array(array.as_ref(), row, primitive_of(array.data_type())?)?.to_stats_json()
+}
+
+/// The Delta type an Arrow statistics column holds.
+fn primitive_of(ty: &ArrowType) -> Option<PrimitiveType> {
+    use PrimitiveType as P;
+    Some(match ty {
+        ArrowType::Boolean => P::Boolean,
+        ArrowType::Int8 => P::Byte,
+        ArrowType::Int16 => P::Short,
+        ArrowType::Int32 => P::Integer,
+        ArrowType::Int64 => P::Long,
+        ArrowType::Float32 => P::Float,
+        ArrowType::Float64 => P::Double,
+        ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => P::String,
+        ArrowType::Date32 => P::Date,
+        ArrowType::Timestamp(_, Some(_)) => P::Timestamp,
+        ArrowType::Timestamp(_, None) => P::TimestampNtz,
+        ArrowType::Decimal128(p, s) => P::Decimal(*p, *s),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use arrow::array::{AsArray, RecordBatch};
+    use arrow::datatypes::{Date32Type, Decimal128Type, Int32Type, Int64Type};
+    use bytes::Bytes;
+    use object_store::path::Path;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    use super::*;
+    use crate::log::checkpoint::{encode_checkpoint, parse_checkpoint_parquet};
+    use crate::protocol::{Action, Add};
+
+    fn schema() -> StructType {
+        StructType::from_json(
+            r#"{"type":"struct","fields":[
+            {"name":"id","type":"long","nullable":true,"metadata":{}},
+            {"name":"name","type":"string","nullable":true,"metadata":{}},
+            {"name":"day","type":"date","nullable":true,"metadata":{}},
+            {"name":"at","type":"timestamp","nullable":true,"metadata":{}},
+            {"name":"price","type":"decimal(10,2)","nullable":true,"metadata":{}},
+            {"name":"ok","type":"boolean","nullable":true,"metadata":{}},
+            {"name":"p","type":"integer","nullable":true,"metadata":{}}]}"#,
+        )
+        .unwrap()
+    }
+
+    const STATS: &str = r#"{"numRecords":3,"minValues":{"id":1,"name":"a\"b","day":"2024-01-02","at":"2024-01-02T03:04:05.000Z","price":1.25},"maxValues":{"id":9,"name":"z","day":"2024-02-03","at":"2024-02-03T00:00:00.000Z","price":99.5},"nullCount":{"id":0,"name":1,"day":0,"at":0,"price":0,"ok":2},"tightBounds":true}"#;
+
+    fn add(path: &str, p: Option<&str>, stats: Option<&str>) -> Action {
+        Action::Add(Add {
+            path: path.into(),
+            partition_values: [("p".to_string(), p.map(str::to_string))].into(),
+            size: 1,
+            modification_time: 0,
+            data_change: false,
+            stats: stats.map(Into::into),
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        })
+    }
+
+    fn layout(as_json: bool) -> CheckpointLayout {
+        let partitions = [("p".to_string(), "p".to_string(), PrimitiveType::Integer)];
+        CheckpointLayout::of(&schema(), &partitions, 32, as_json, true)
+    }
+
+    fn adds(bytes: Bytes) -> Vec<Add> {
+        let mut adds: Vec<Add> = parse_checkpoint_parquet(bytes, &Path::from("cp"))
+            .unwrap()
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Add(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        adds.sort_by(|a, b| a.path.cmp(&b.path));
+        adds
+    }
+
+    fn add_column(bytes: Bytes) -> arrow::array::StructArray {
+        let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+        batch.column_by_name("add").unwrap().as_struct().clone()
+    }
+
+    #[test]
+    fn checkpoints_carry_typed_statistics_and_partition_values() {
+        let actions = vec![
+            add("a.parquet", Some("7"), Some(STATS)),
+            add("b.parquet", None, None),
+        ];
+        let bytes = encode_checkpoint(&actions, &layout(true)).unwrap();
+        let add = add_column(bytes.clone());
+        let parsed = add.column_by_name("stats_parsed").unwrap().as_struct();
+        let rows = parsed.column_by_name("numRecords").unwrap();
+        assert_eq!(rows.as_primitive::<Int64Type>().value(0), 3);
+        assert!(parsed.is_null(1), "a file without statistics has none");
+        let min = parsed.column_by_name("minValues").unwrap().as_struct();
+        let max = parsed.column_by_name("maxValues").unwrap().as_struct();
+        let col = |s: &arrow::array::StructArray, n: &str| s.column_by_name(n).unwrap().clone();
+        assert_eq!(col(min, "id").as_primitive::<Int64Type>().value(0), 1);
+        assert_eq!(col(max, "name").as_string::<i32>().value(0), "z");
+        assert_eq!(col(min, "name").as_string::<i32>().value(0), "a\"b");
+        assert_eq!(
+            col(min, "day").as_primitive::<Date32Type>().value(0),
+            19_724
+        );
+        assert_eq!(
+            col(max, "price").as_primitive::<Decimal128Type>().value(0),
+            9_950
+        );
+        assert!(
+            min.column_by_name("ok").is_none(),
+            "booleans have no bounds"
+        );
+        assert!(
+            min.column_by_name("p").is_none(),
+            "partition columns have none"
+        );
+        let nulls = parsed.column_by_name("nullCount").unwrap().as_struct();
+        assert_eq!(col(nulls, "ok").as_primitive::<Int64Type>().value(0), 2);
+        let parts = add
+            .column_by_name("partitionValues_parsed")
+            .unwrap()
+            .as_struct();
+        let p = col(parts, "p");
+        assert_eq!(p.as_primitive::<Int32Type>().value(0), 7);
+        assert!(p.is_null(1));
+        // The JSON text is still there for readers that want it.
+        let json = add.column_by_name("stats").unwrap().as_string::<i32>();
+        assert_eq!(json.value(0), STATS);
+    }
+
+    #[test]
+    fn typed_statistics_read_back_as_the_same_statistics() {
+        for as_json in [true, false] {
+            let actions = vec![
+                add("a.parquet", Some("7"), Some(STATS)),
+                add("b.parquet", None, None),
+            ];
+            let bytes = encode_checkpoint(&actions, &layout(as_json)).unwrap();
+            let read = adds(bytes);
+            let stats = read[0].stats.as_ref().unwrap();
+            assert!(stats.typed().is_some(), "read from stats_parsed, not JSON");
+            assert_eq!(stats.num_records(), Some(3));
+            let back: serde_json::Value = serde_json::from_str(&stats.json()).unwrap();
+            let want: serde_json::Value = serde_json::from_str(STATS).unwrap();
+            assert_eq!(back, want, "as_json = {as_json}");
+            assert!(read[1].stats.is_none());
+        }
+    }
+
+    #[test]
+    fn statistics_that_do_not_fit_their_types_stay_json() {
+        let bad = r#"{"numRecords":1,"minValues":{"id":"not a number"}}"#;
+        let actions = vec![add("a.parquet", Some("1"), Some(bad))];
+        let bytes = encode_checkpoint(&actions, &layout(true)).unwrap();
+        assert!(
+            add_column(bytes.clone())
+                .column_by_name("stats_parsed")
+                .is_none()
+        );
+        let read = adds(bytes);
+        let stats = read[0].stats.as_ref().unwrap();
+        assert!(stats.typed().is_none());
+        assert_eq!(stats.json(), bad);
+    }
+
+    #[test]
+    fn leaves_beyond_the_indexed_count_get_no_typed_statistics() {
+        let layout = CheckpointLayout::of(&schema(), &[], 2, true, true);
+        let fields = layout.stats_parsed.unwrap();
+        let ArrowType::Struct(min) = fields.find("minValues").unwrap().1.data_type() else {
+            panic!("minValues is a struct");
+        };
+        let names: Vec<&str> = min.iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["id", "name"]);
+        let off = CheckpointLayout::of(&schema(), &[], 32, true, false);
+        assert!(off.stats_parsed.is_none() && off.partitions.is_empty());
+    }
+}
