@@ -66,11 +66,28 @@ impl TableState {
     /// may share a path with a live file that has another DV), so tombstones go in first
     /// and adds win over them.
     fn apply_checkpoint(&mut self, location: &StoreLocation, actions: Vec<Action>) {
-        let (adds, rest): (Vec<Action>, Vec<Action>) = actions
-            .into_iter()
-            .partition(|a| matches!(a, Action::Add(_)));
+        // The few other actions are cloned so the many adds are moved only once.
+        let rest: Vec<Action> = actions
+            .iter()
+            .filter(|a| !matches!(a, Action::Add(_)))
+            .cloned()
+            .collect();
         self.apply_commit(location, rest);
-        self.apply_commit(location, adds);
+        let adds: Vec<Add> = actions
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Add(add) => Some(add),
+                _ => None,
+            })
+            .collect();
+        // Resolving paths is most of the per-file work: on every core.
+        let keys = crate::tasks::map_on_cores(&adds, |add| {
+            FileKey::of(location, &add.path, add.deletion_vector.as_ref())
+        });
+        for (key, add) in keys.into_iter().zip(adds) {
+            self.tombstones.remove(&key);
+            self.files.insert(key, add);
+        }
     }
 
     /// Applies one commit's actions, in order, on top of the state of the version before.
