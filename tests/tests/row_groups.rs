@@ -94,3 +94,94 @@ async fn a_file_of_many_row_groups_reads_every_live_row_once() {
     assert_eq!(limited, 10);
     assert_eq!(table.scan().count().await.unwrap(), 90_000);
 }
+
+fn pairs(batches: &[RecordBatch]) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = batches
+        .iter()
+        .flat_map(|b| {
+            let column = |name: &str| {
+                b.column_by_name(name)
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            };
+            column("id").into_iter().zip(column("v"))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_on_read_changes_to_a_file_of_many_row_groups_mark_the_right_rows() {
+    use tarn::expr::{source_col, target_col};
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let rows = |ids: Vec<i64>, v: fn(i64) -> i64| {
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(Int64Array::from_iter_values(ids.into_iter().map(v))),
+            ],
+        )
+        .unwrap()
+    };
+    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
+        .with_arrow_schema(&schema)
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    // One file of 15 row groups: a change reading it decodes runs of them at once.
+    table
+        .write([rows((0..100_000).collect(), |id| id)])
+        .writer_properties(
+            WriterProperties::builder()
+                .set_max_row_group_row_count(Some(7_000))
+                .build(),
+        )
+        .execute()
+        .await
+        .unwrap();
+    let mut model: std::collections::BTreeMap<i64, i64> = (0..100_000).map(|i| (i, i)).collect();
+
+    // An update of rows spread over every row group.
+    table
+        .update()
+        .filter(col("v").gt_eq(lit(0i64)).and(col("id").lt(lit(100_000i64))))
+        .set("v", col("v") + lit(1i64))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    model.values_mut().for_each(|v| *v += 1);
+
+    // A merge matching rows in the first and last row groups, and inserting new ones.
+    let source: Vec<i64> = (10..20).chain(99_990..100_010).collect();
+    table
+        .merge([rows(source.clone(), |id| -id)])
+        .on(["id"])
+        .when_matched_delete(Some(target_col("id").lt(lit(15i64))))
+        .when_matched_update(None, [("v", source_col("v"))])
+        .when_not_matched_insert_all(None)
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    for id in source {
+        if id < 15 {
+            model.remove(&id);
+        } else {
+            model.insert(id, -id);
+        }
+    }
+    let want: Vec<(i64, i64)> = model.into_iter().collect();
+    assert_eq!(pairs(&table.scan().collect().await.unwrap()), want);
+}

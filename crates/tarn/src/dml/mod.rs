@@ -33,7 +33,7 @@ use crate::dv::{DvFileWriter, describe_bitmap};
 use crate::error::{Error, Result};
 use crate::index::InlineSegments;
 use crate::protocol::Add;
-use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows, read_file_rows_of};
+use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
@@ -103,16 +103,23 @@ pub(crate) fn resolve_strategy(
     Ok(strategy)
 }
 
+/// Runs of row groups each file is read in: when a change reads fewer files than there
+/// are cores, each file's row groups decode on several at once.
+fn shares_for(files: usize) -> usize {
+    (crate::tasks::cores() / files.max(1)).max(1)
+}
+
 /// Reads the candidate files concurrently, in order.
 pub(crate) async fn read_candidates(
     snapshot: &Snapshot,
     files: &[Add],
 ) -> Result<Vec<(Add, FileRows)>> {
+    let shares = shares_for(files.len());
     futures::stream::iter(files.iter().cloned())
         .map(|add| {
-            let snapshot = snapshot.clone();
+            let scan = snapshot.scan();
             crate::tasks::spawn("reading a data file", async move {
-                let rows = read_file_rows(&snapshot, &add).await?;
+                let rows = read_file_rows_of(&scan, &add, None, shares).await?;
                 Ok((add, rows))
             })
         })
@@ -127,11 +134,12 @@ pub(crate) async fn read_selected(
     scan: &Scan,
     files: Vec<(Add, Option<RoaringTreemap>)>,
 ) -> Result<Vec<(Add, FileRows)>> {
+    let shares = shares_for(files.len());
     futures::stream::iter(files)
         .map(|(add, only)| {
             let scan = scan.clone();
             crate::tasks::spawn("reading a data file", async move {
-                let rows = read_file_rows_of(&scan, &add, only.as_ref()).await?;
+                let rows = read_file_rows_of(&scan, &add, only.as_ref(), shares).await?;
                 Ok((add, rows))
             })
         })

@@ -169,7 +169,7 @@ pub(crate) async fn read_column(
     futures::stream::iter(files)
         .map(|add| {
             async move {
-                let rows = read_file_rows_of(scan, &add, None).await?;
+                let rows = read_file_rows_of(scan, &add, None, 1).await?;
                 Ok::<_, Error>(FileColumn {
                     add,
                     values: Arc::clone(rows.batch.column(0)),

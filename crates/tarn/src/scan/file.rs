@@ -36,16 +36,18 @@ pub(crate) struct FileRows {
 
 /// Reads every live row of a file with its position (row groups in order, no pruning).
 pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<FileRows> {
-    read_file_rows_of(&snapshot.scan(), add, None).await
+    read_file_rows_of(&snapshot.scan(), add, None, 1).await
 }
 
 /// Reads the live rows of a file with their positions: the columns `scan` selects and, when
 /// `only` is given, only the rows at those positions (decoded through a row selection, so
-/// the rest of each page is skipped).
+/// the rest of each page is skipped). With `shares` above 1, runs of row groups decode on
+/// tasks of their own at once (for changes that read fewer files than there are cores).
 pub(crate) async fn read_file_rows_of(
     scan: &Scan,
     add: &Add,
     only: Option<&RoaringTreemap>,
+    shares: usize,
 ) -> Result<FileRows> {
     let snapshot = &scan.snapshot;
     let ctx = Arc::new(scan.context()?);
@@ -55,7 +57,7 @@ pub(crate) async fn read_file_rows_of(
         load_deletion_vector_of(snapshot, add)
     );
     let (file, deleted) = (file?, deleted?);
-    let (builder, errors) = (file.builder, file.errors);
+    let (builder, errors) = (file.builder, file.errors.clone());
     let mode = snapshot.column_mapping_mode();
     let file_schema = Arc::clone(builder.schema());
     let mut roots: Vec<usize> = ctx
@@ -66,29 +68,58 @@ pub(crate) async fn read_file_rows_of(
     roots.sort_unstable();
     roots.dedup();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let physical_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-    let mut builder = builder.with_projection(mask).with_batch_size(64 * 1024);
+    let metadata = Arc::clone(builder.metadata());
+    let physical_rows = metadata.file_metadata().num_rows().max(0) as u64;
     // The file positions the batches hold, in order.
     let read_positions: Vec<u64> = match only {
-        Some(wanted) => {
-            let wanted: Vec<u64> = wanted.iter().filter(|p| *p < physical_rows).collect();
-            builder = builder.with_row_selection(selection_of(&wanted, physical_rows));
-            wanted
-        }
+        Some(wanted) => wanted.iter().filter(|p| *p < physical_rows).collect(),
         None => (0..physical_rows).collect(),
     };
-    let stream = builder.build().map_err(|e| errors.error(e))?;
-    let stream = std::panic::AssertUnwindSafe(stream)
-        .catch_unwind()
-        .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))));
-    let partitions = ctx.partition_values(add)?;
-    let batches: Vec<RecordBatch> = stream
-        .map(|b| {
-            let b = b.map_err(|e| errors.error(e))?;
-            assemble(&ctx, &b, &partitions, mode, errors.url())
-        })
-        .try_collect()
-        .await?;
+    let groups = metadata.num_row_groups();
+    let shares = shares.clamp(1, groups.max(1));
+    let partitions = Arc::new(ctx.partition_values(add)?);
+    let batches: Vec<RecordBatch> = if shares == 1 {
+        let mut builder = builder.with_projection(mask).with_batch_size(64 * 1024);
+        if only.is_some() {
+            builder = builder.with_row_selection(selection_of(&read_positions, physical_rows));
+        }
+        let stream = builder.build().map_err(|e| errors.error(e))?;
+        decode_all(stream, &ctx, &partitions, &errors).await?
+    } else {
+        drop(builder);
+        let mut starts = Vec::with_capacity(groups);
+        let mut next = 0u64;
+        for rg in metadata.row_groups() {
+            starts.push((next, rg.num_rows() as u64));
+            next += rg.num_rows() as u64;
+        }
+        // Contiguous runs, so their batches concatenate in file order.
+        let all: Vec<usize> = (0..groups).collect();
+        let runs = all.chunks(groups.div_ceil(shares)).map(|run| {
+            let kept: Vec<(u64, u64)> = run.iter().map(|rg| starts[*rg]).collect();
+            let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
+                file.reader.clone(),
+                file.metadata.clone(),
+            )
+            .with_projection(mask.clone())
+            .with_batch_size(64 * 1024)
+            .with_row_groups(run.to_vec());
+            if only.is_some() {
+                builder = builder.with_row_selection(wanted_selection(&read_positions, &kept));
+            }
+            let (ctx, partitions, errors) =
+                (Arc::clone(&ctx), Arc::clone(&partitions), errors.clone());
+            crate::tasks::spawn("decoding row groups", async move {
+                let stream = builder.build().map_err(|e| errors.error(e))?;
+                decode_all(stream, &ctx, &partitions, &errors).await
+            })
+        });
+        futures::future::try_join_all(runs)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect()
+    };
     let all = arrow::compute::concat_batches(&ctx.output_schema, &batches)
         .map_err(Error::arrow(format!("reading {}", errors.url())))?;
     if all.num_rows() != read_positions.len() {
@@ -121,6 +152,28 @@ pub(crate) async fn read_file_rows_of(
         physical_rows,
         deleted_before,
     })
+}
+
+/// Every output batch of a decode stream, in order; a decoder panic is an error.
+async fn decode_all<S>(
+    stream: S,
+    ctx: &ScanContext,
+    partitions: &std::collections::HashMap<crate::expr::ColumnName, crate::expr::Scalar>,
+    errors: &crate::reader::DataFileErrors,
+) -> Result<Vec<RecordBatch>>
+where
+    S: futures::Stream<Item = parquet::errors::Result<RecordBatch>>,
+{
+    let mode = ctx.snapshot.column_mapping_mode();
+    std::panic::AssertUnwindSafe(stream)
+        .catch_unwind()
+        .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))))
+        .map(|b| {
+            let b = b.map_err(|e| errors.error(e))?;
+            assemble(ctx, &b, partitions, mode, errors.url())
+        })
+        .try_collect()
+        .await
 }
 
 /// A row selection reading exactly `wanted` (sorted, distinct) of `rows` rows.
