@@ -488,17 +488,25 @@ fn encode_with(actions: &[Action], layout: &CheckpointLayout) -> Result<Bytes> {
         .build_decoder()
         .map_err(Error::arrow(context))?;
     let mut batches: Vec<RecordBatch> = Vec::new();
-    for chunk in actions.chunks(8192) {
-        let mut json = Vec::new();
-        for action in chunk {
-            action_line(action, layout, &mut json)?;
-        }
-        let mut rest: &[u8] = &json;
-        while !rest.is_empty() {
-            let read = decoder.decode(rest).map_err(Error::arrow(context))?;
-            rest = &rest[read..];
-            if let Some(batch) = decoder.flush().map_err(Error::arrow(context))? {
-                batches.push(batch);
+    // A window of actions at a time (bounded memory), its JSON lines rendered on every
+    // core (typed statistics render their JSON text here).
+    for window in actions.chunks(CHECKPOINT_ROW_GROUP) {
+        let parts = crate::tasks::on_cores(window, 1024, |run| {
+            let mut json = Vec::new();
+            for action in run {
+                action_line(action, layout, &mut json)?;
+            }
+            Ok::<_, Error>(json)
+        });
+        for json in parts {
+            let json = json?;
+            let mut rest: &[u8] = &json;
+            while !rest.is_empty() {
+                let read = decoder.decode(rest).map_err(Error::arrow(context))?;
+                rest = &rest[read..];
+                if let Some(batch) = decoder.flush().map_err(Error::arrow(context))? {
+                    batches.push(batch);
+                }
             }
         }
     }

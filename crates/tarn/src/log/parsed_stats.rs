@@ -231,32 +231,33 @@ impl StatsRows for ParsedRows {
         if !self.is_valid(row) {
             return None;
         }
-        let mut entries: Vec<(&str, String)> = Vec::new();
+        let mut out = String::with_capacity(256);
+        out.push('{');
+        let mut first = true;
         if let Some(n) = self
             .num_records
             .as_ref()
             .and_then(|a| Self::count_at(a, row))
         {
-            entries.push(("numRecords", n.to_string()));
+            push_key(&mut out, &mut first, "numRecords");
+            let _ = write!(out, "{n}");
         }
-        for (key, section) in [
+        for (name, section) in [
             ("minValues", &self.min),
             ("maxValues", &self.max),
             ("nullCount", &self.nulls),
         ] {
-            if let Some(text) = section.as_ref().and_then(|s| render_struct(s, row)) {
-                entries.push((key, text));
+            let Some(section) = section else { continue };
+            let (mark, was_first) = (out.len(), first);
+            push_key(&mut out, &mut first, name);
+            if !render_struct(&mut out, section, row) {
+                out.truncate(mark);
+                first = was_first;
             }
         }
         if let Some(tight) = self.tight_bounds(row) {
-            entries.push(("tightBounds", tight.to_string()));
-        }
-        let mut out = String::from("{");
-        for (i, (key, value)) in entries.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "\"{key}\":{value}");
+            push_key(&mut out, &mut first, "tightBounds");
+            out.push_str(if tight { "true" } else { "false" });
         }
         out.push('}');
         Some(out)
@@ -274,30 +275,82 @@ impl StatsRows for ParsedRows {
     }
 }
 
-/// A struct row as a JSON object of its non-null leaves; `None` when it has none.
-fn render_struct(section: &StructArray, row: usize) -> Option<String> {
-    if section.is_null(row) {
-        return None;
+/// Appends a JSON string: as is when nothing in it needs escaping (column names and most
+/// values), through serde otherwise.
+fn push_json_string(out: &mut String, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::Value::String(text.to_string()).to_string());
     }
-    let mut parts = Vec::new();
-    for (field, child) in section.fields().iter().zip(section.columns()) {
-        let value = match child.as_struct_opt() {
-            Some(inner) => render_struct(inner, row),
-            None => leaf_json(child, row),
-        };
-        if let Some(value) = value {
-            let key = serde_json::Value::String(field.name().clone()).to_string();
-            parts.push(format!("{key}:{value}"));
-        }
-    }
-    (!parts.is_empty()).then(|| format!("{{{}}}", parts.join(",")))
 }
 
-fn leaf_json(array: &ArrayRef, row: usize) -> Option<String> {
-    if array.is_null(row) {
-        return None;
+/// Appends `"name":`, after a comma unless it is the object's first key.
+fn push_key(out: &mut String, first: &mut bool, name: &str) {
+    if !std::mem::take(first) {
+        out.push(',');
     }
-    Scalar::from_array(array.as_ref(), row, primitive_of(array.data_type())?)?.to_stats_json()
+    push_json_string(out, name);
+    out.push(':');
+}
+
+/// Appends a struct row as a JSON object of its non-null leaves; appends nothing and
+/// returns false when it has none. Runs for every file when a checkpoint is rewritten
+/// from typed statistics, so it writes into one buffer.
+fn render_struct(out: &mut String, section: &StructArray, row: usize) -> bool {
+    if section.is_null(row) {
+        return false;
+    }
+    let start = out.len();
+    out.push('{');
+    let mut first = true;
+    for (field, child) in section.fields().iter().zip(section.columns()) {
+        let (mark, was_first) = (out.len(), first);
+        push_key(out, &mut first, field.name());
+        let written = match child.as_struct_opt() {
+            Some(inner) => render_struct(out, inner, row),
+            None => push_leaf(out, child, row),
+        };
+        if !written {
+            out.truncate(mark);
+            first = was_first;
+        }
+    }
+    if first {
+        out.truncate(start);
+        return false;
+    }
+    out.push('}');
+    true
+}
+
+/// Appends a leaf value as Delta's statistics JSON writes it; false for nulls and values
+/// statistics do not record.
+fn push_leaf(out: &mut String, array: &ArrayRef, row: usize) -> bool {
+    if array.is_null(row) {
+        return false;
+    }
+    match array.data_type() {
+        ArrowType::Int64 => {
+            let _ = write!(out, "{}", array.as_primitive::<Int64Type>().value(row));
+        }
+        ArrowType::Int32 => {
+            let _ = write!(out, "{}", array.as_primitive::<Int32Type>().value(row));
+        }
+        ArrowType::Utf8 => push_json_string(out, array.as_string::<i32>().value(row)),
+        ty => {
+            let value = primitive_of(ty)
+                .and_then(|p| Scalar::from_array(array.as_ref(), row, p))
+                .and_then(|v| v.to_stats_json());
+            match value {
+                Some(text) => out.push_str(&text),
+                None => return false,
+            }
+        }
+    }
+    true
 }
 
 /// The Delta type an Arrow statistics column holds.
@@ -489,5 +542,28 @@ mod tests {
         assert_eq!(names, ["id", "name"]);
         let off = CheckpointLayout::of(&schema(), &[], 32, true, false);
         assert!(off.stats_parsed.is_none() && off.partitions.is_empty());
+    }
+
+    #[test]
+    fn nested_statistics_render_back_without_their_absent_parts() {
+        let schema = StructType::from_json(
+            r#"{"type":"struct","fields":[
+            {"name":"s","type":{"type":"struct","fields":[
+                {"name":"a","type":"long","nullable":true,"metadata":{}},
+                {"name":"b","type":"string","nullable":true,"metadata":{}}]},
+             "nullable":true,"metadata":{}},
+            {"name":"t","type":"string","nullable":true,"metadata":{}}]}"#,
+        )
+        .unwrap();
+        let layout = CheckpointLayout::of(&schema, &[], 32, true, true);
+        // `b` has no bounds (all null) and `t` none at all: they stay absent.
+        let stats = r#"{"numRecords":2,"minValues":{"s":{"a":-1}},"maxValues":{"s":{"a":7,"b":"x\ny"}},"nullCount":{"s":{"a":0,"b":2},"t":2}}"#;
+        let bytes = encode_checkpoint(&[add("a.parquet", None, Some(stats))], &layout).unwrap();
+        let read = adds(bytes);
+        let back = read[0].stats.as_ref().unwrap();
+        assert!(back.typed().is_some());
+        let back: serde_json::Value = serde_json::from_str(&back.json()).unwrap();
+        let want: serde_json::Value = serde_json::from_str(stats).unwrap();
+        assert_eq!(back, want);
     }
 }
