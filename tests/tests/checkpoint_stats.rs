@@ -136,6 +136,19 @@ async fn tables_plan_and_count_alike_whichever_statistics_their_checkpoints_hold
         let outcome = reopened.scan().count_outcome().await.unwrap();
         assert_eq!(outcome.rows, 600, "{what}");
         assert_eq!(outcome.files_read, 0, "{what}: counted from the log");
+        let bounds = reopened.scan().min_max("id").await.unwrap();
+        assert!(bounds.from_log, "{what}: MIN/MAX from the statistics");
+        assert_eq!(
+            bounds.bounds,
+            Some((tarn::expr::Scalar::Long(0), tarn::expr::Scalar::Long(599)))
+        );
+        let day = reopened
+            .scan()
+            .filter(col("day").eq(lit(2i32)))
+            .count_outcome()
+            .await
+            .unwrap();
+        assert_eq!((day.rows, day.files_read), (200, 0), "{what}");
         let rows = reopened
             .scan()
             .filter(col("name").is_null())

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::{PlannedFile, Scan, ScanContext, file};
 use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Expr, Scalar, StatsView, evaluate_predicate, may_match};
-use crate::stats::{FileStats, FileStatsView, live_rows};
+use crate::stats::{AnyStats, FileStatsView, live_rows};
 
 /// How a count was answered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,7 +102,7 @@ fn count_from_log(ctx: &ScanContext, planned: &PlannedFile) -> Result<Option<u64
             Some(0)
         });
     }
-    let stats = FileStats::of(&planned.add);
+    let stats = AnyStats::of(&planned.add);
     let view = FileStatsView {
         stats: stats.as_ref(),
         columns: &ctx.columns,

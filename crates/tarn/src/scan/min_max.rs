@@ -14,7 +14,7 @@ use super::{PlannedFile, Scan, ScanContext};
 use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Scalar, StatsView};
 use crate::protocol::{DataType, PrimitiveType};
-use crate::stats::{FileStats, FileStatsView};
+use crate::stats::{AnyStats, FileStatsView};
 
 /// The smallest and largest non-null values of a column, and how they were found.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,7 +153,7 @@ fn from_log(
         {
             continue;
         }
-        let Some(stats) = FileStats::of(&planned.add) else {
+        let Some(stats) = AnyStats::of(&planned.add) else {
             return Ok(None);
         };
         let view = FileStatsView {

@@ -31,7 +31,7 @@ use crate::properties::ColumnMappingMode;
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
 use crate::stats::columns::{PARALLEL_FILES, PlanStats, plan_stats};
-use crate::stats::{ColumnInfo, FileStats, FileStatsView, column_infos};
+use crate::stats::{AnyStats, ColumnInfo, FileStatsView, column_infos};
 use roaring::RoaringTreemap;
 
 /// A stream of record batches.
@@ -574,7 +574,7 @@ pub(crate) fn bind_predicate(snapshot: &Snapshot, predicate: &Expr) -> Result<Ex
 pub(crate) fn file_may_match(snapshot: &Snapshot, add: &Add, predicate: &Expr) -> Result<bool> {
     let ctx = snapshot.scan().filter(predicate.clone()).context()?;
     let partitions = ctx.partition_values(add)?;
-    let stats = FileStats::of(add);
+    let stats = AnyStats::of(add);
     let view = FileStatsView {
         stats: stats.as_ref(),
         columns: &ctx.columns,

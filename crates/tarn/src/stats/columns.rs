@@ -17,7 +17,7 @@ use arrow::array::ArrayRef;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::{ColumnInfo, lookup};
+use super::{ColumnInfo, lookup, typed_row};
 use crate::error::Result;
 use crate::expr::{ColumnName, Scalar, StatsView};
 use crate::log::parsed_stats::ParsedRows;
@@ -330,12 +330,6 @@ fn parse_columns(
         .zip(merged)
         .collect();
     (rows, named)
-}
-
-/// The typed statistics (a checkpoint's `stats_parsed` row) a file's stats point at.
-fn typed_row(stats: &crate::protocol::Stats) -> Option<(&ParsedRows, usize)> {
-    let (rows, row) = stats.typed()?;
-    Some((rows.as_any().downcast_ref::<ParsedRows>()?, row))
 }
 
 /// The arrays of the wanted columns in one batch of typed statistics, resolved once for

@@ -14,6 +14,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::expr::{ColumnName, Scalar, StatsView, resolve_column};
+use crate::log::parsed_stats::ParsedRows;
+use crate::protocol::stats::StatsRows;
 use crate::protocol::{DataType, PrimitiveType, StructType};
 
 /// The `stats` of a file, as written in its `add` action.
@@ -34,11 +36,6 @@ impl FileStats {
     /// Parses stats JSON; malformed stats count as absent (they only help skipping).
     pub(crate) fn parse(json: &str) -> Option<Self> {
         serde_json::from_str(json).ok()
-    }
-
-    /// The statistics of a file, whichever form its `add` holds them in.
-    pub(crate) fn of(add: &crate::protocol::Add) -> Option<Self> {
-        Self::parse(&add.stats.as_ref()?.json())
     }
 }
 
@@ -87,9 +84,76 @@ pub(crate) fn column_infos(
     out
 }
 
-/// Statistics of one file: its stats JSON plus its partition values, which are exact.
+/// One file's statistics for pruning: a row of a checkpoint's typed `stats_parsed`,
+/// read in place, or its JSON, parsed.
+pub(crate) enum AnyStats<'a> {
+    Json(FileStats),
+    Typed(&'a ParsedRows, usize),
+}
+
+impl<'a> AnyStats<'a> {
+    /// The statistics of `add`, if it has any that read.
+    pub(crate) fn of(add: &'a crate::protocol::Add) -> Option<Self> {
+        let stats = add.stats.as_ref()?;
+        match typed_row(stats) {
+            Some((rows, row)) => Some(Self::Typed(rows, row)),
+            None => FileStats::parse(&stats.json()).map(Self::Json),
+        }
+    }
+
+    fn bound(&self, info: &ColumnInfo, max: bool) -> Option<Scalar> {
+        match self {
+            Self::Json(stats) => {
+                let map = if max {
+                    &stats.max_values
+                } else {
+                    &stats.min_values
+                };
+                Scalar::from_stats_json(lookup(map, &info.physical)?, info.ty)
+            }
+            Self::Typed(rows, row) => {
+                let array = rows.bounds(max, &info.physical)?;
+                Scalar::from_array(array.as_ref(), *row, info.ty).filter(|v| !v.is_null())
+            }
+        }
+    }
+
+    /// The null count, unless loose bounds (`tightBounds: false`, after a deletion
+    /// vector) make it unsafe: they may overcount nulls too.
+    fn null_count(&self, info: &ColumnInfo) -> Option<u64> {
+        match self {
+            Self::Json(stats) => {
+                if stats.tight_bounds == Some(false) {
+                    return None;
+                }
+                lookup(&stats.null_count, &info.physical)?.as_u64()
+            }
+            Self::Typed(rows, row) => {
+                if rows.tight_bounds(*row) == Some(false) {
+                    return None;
+                }
+                ParsedRows::count_at(rows.null_counts(&info.physical)?, *row)
+            }
+        }
+    }
+
+    fn num_records(&self) -> Option<u64> {
+        match self {
+            Self::Json(stats) => stats.num_records,
+            Self::Typed(rows, row) => StatsRows::num_records(*rows, *row),
+        }
+    }
+}
+
+/// The typed statistics (a checkpoint's `stats_parsed` row) a file's stats point at.
+pub(crate) fn typed_row(stats: &crate::protocol::Stats) -> Option<(&ParsedRows, usize)> {
+    let (rows, row) = stats.typed()?;
+    Some((rows.as_any().downcast_ref::<ParsedRows>()?, row))
+}
+
+/// Statistics of one file: its statistics plus its partition values, which are exact.
 pub(crate) struct FileStatsView<'a> {
-    pub(crate) stats: Option<&'a FileStats>,
+    pub(crate) stats: Option<&'a AnyStats<'a>>,
     pub(crate) columns: &'a HashMap<ColumnName, ColumnInfo>,
     pub(crate) partitions: &'a HashMap<ColumnName, Scalar>,
 }
@@ -100,13 +164,7 @@ impl FileStatsView<'_> {
             return Some(v.clone());
         }
         let info = self.columns.get(column)?;
-        let stats = self.stats?;
-        let map = if max {
-            &stats.max_values
-        } else {
-            &stats.min_values
-        };
-        Scalar::from_stats_json(lookup(map, &info.physical)?, info.ty)
+        self.stats?.bound(info, max)
     }
 }
 
@@ -126,17 +184,12 @@ impl StatsView for FileStatsView<'_> {
                 _ => Some(0),
             };
         }
-        let stats = self.stats?;
-        // Loose bounds after a deletion vector may overcount nulls too.
-        if stats.tight_bounds == Some(false) {
-            return None;
-        }
         let info = self.columns.get(column)?;
-        lookup(&stats.null_count, &info.physical)?.as_u64()
+        self.stats?.null_count(info)
     }
 
     fn row_count(&self) -> Option<u64> {
-        self.stats?.num_records
+        self.stats?.num_records()
     }
 
     fn all_null(&self, column: &ColumnName) -> bool {
@@ -336,7 +389,7 @@ mod tests {
         )]);
         let partitions = HashMap::from([(ColumnName::new(["p"]), Scalar::Null)]);
         let view = FileStatsView {
-            stats: Some(&stats),
+            stats: Some(&AnyStats::Json(stats)),
             columns: &columns,
             partitions: &partitions,
         };
