@@ -77,7 +77,7 @@ pub use index::{
     CreateIndexBuilder, IndexInfo, IndexKind, IndexMode, IndexOptions, IndexUse,
     OptimizeIndicesOutcome,
 };
-pub use log::checkpoint::CheckpointWritten;
+pub use log::checkpoint_write::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use scan::{
     CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES, MAX_CONCURRENCY,

@@ -8,7 +8,7 @@ use tarn_store::{StoreLocation, StoreOptions};
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
-use crate::log::checkpoint::CheckpointWritten;
+use crate::log::checkpoint_write::CheckpointWritten;
 use crate::paths::validate_name;
 use crate::protocol::{Action, Protocol, StructField, StructType};
 use crate::scan::Scan;

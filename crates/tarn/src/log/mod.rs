@@ -2,6 +2,7 @@
 //! snapshot needs (a [`LogSegment`]), and parsing commits and checkpoints into actions.
 
 pub(crate) mod checkpoint;
+pub(crate) mod checkpoint_write;
 mod file_actions;
 pub(crate) mod parsed_stats;
 mod projected;

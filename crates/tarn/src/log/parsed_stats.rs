@@ -384,7 +384,8 @@ mod tests {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     use super::*;
-    use crate::log::checkpoint::{encode_checkpoint, parse_checkpoint_parquet};
+    use crate::log::checkpoint::parse_checkpoint_parquet;
+    use crate::log::checkpoint_write::encode_checkpoint;
     use crate::protocol::{Action, Add};
 
     fn schema() -> StructType {

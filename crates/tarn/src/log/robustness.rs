@@ -5,7 +5,8 @@ use bytes::Bytes;
 use object_store::path::Path;
 use proptest::prelude::*;
 
-use super::checkpoint::{encode_checkpoint, parse_checkpoint_parquet};
+use super::checkpoint::parse_checkpoint_parquet;
+use super::checkpoint_write::encode_checkpoint;
 use super::parse_commit;
 use crate::protocol::{Action, Add, Metadata, Protocol, Remove};
 

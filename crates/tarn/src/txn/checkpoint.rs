@@ -11,7 +11,7 @@ use futures::future::{BoxFuture, Shared};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::log::checkpoint::{CheckpointWritten, write_checkpoint};
+use crate::log::checkpoint_write::{CheckpointWritten, write_checkpoint};
 use crate::log::parsed_stats::CheckpointLayout;
 use crate::protocol::PrimitiveType;
 use crate::snapshot::Snapshot;
