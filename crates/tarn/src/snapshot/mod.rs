@@ -1,7 +1,6 @@
 //! Snapshots: the state of a table at one version, built from the newest checkpoint at or
 //! below it plus the commits after it, and refreshed incrementally.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -14,7 +13,6 @@ use crate::log::versions::{commit_timestamps, in_commit_timestamp};
 use crate::log::{
     CommitFile, LogListing, LogSegment, list_log, read_commit, read_commits, read_last_checkpoint,
 };
-use crate::paths;
 use crate::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::features::ensure_readable;
 use crate::protocol::{
@@ -22,113 +20,10 @@ use crate::protocol::{
     Txn,
 };
 
-/// The identity of a data file in log replay: its resolved path and its deletion vector.
-/// The same file with another DV is another entry (the old one is removed with the DV it
-/// had).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FileKey {
-    /// The resolved object path (or the raw path when it does not resolve).
-    pub path: String,
-    /// The DV's unique id, if the file has one.
-    pub dv: Option<String>,
-}
+mod state;
 
-impl FileKey {
-    fn of(
-        location: &StoreLocation,
-        path: &str,
-        dv: Option<&crate::protocol::DeletionVectorDescriptor>,
-    ) -> Self {
-        Self {
-            path: paths::canonical(location, path),
-            dv: dv.map(|d| d.unique_id()),
-        }
-    }
-}
-
-/// The reconciled actions of a log prefix.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct TableState {
-    pub(crate) protocol: Option<Protocol>,
-    pub(crate) metadata: Option<Metadata>,
-    /// Persistent maps: a refresh or a commit on top of a snapshot shares its nodes and
-    /// copies O(log n) of them, instead of copying every file of the table.
-    pub(crate) files: imbl::OrdMap<FileKey, Add>,
-    pub(crate) tombstones: imbl::OrdMap<FileKey, Remove>,
-    pub(crate) txns: HashMap<String, Txn>,
-    pub(crate) domains: BTreeMap<String, DomainMetadata>,
-    /// The `commitInfo` timestamp of the newest commit applied, when it had one.
-    pub(crate) last_commit_timestamp: Option<i64>,
-}
-
-impl TableState {
-    /// Applies a checkpoint: its adds and tombstones are independent entries (a tombstone
-    /// may share a path with a live file that has another DV), so tombstones go in first
-    /// and adds win over them.
-    fn apply_checkpoint(&mut self, location: &StoreLocation, actions: Vec<Action>) {
-        // The few other actions are cloned so the many adds are moved only once.
-        let rest: Vec<Action> = actions
-            .iter()
-            .filter(|a| !matches!(a, Action::Add(_)))
-            .cloned()
-            .collect();
-        self.apply_commit(location, rest);
-        let adds: Vec<Add> = actions
-            .into_iter()
-            .filter_map(|a| match a {
-                Action::Add(add) => Some(add),
-                _ => None,
-            })
-            .collect();
-        // Resolving paths is most of the per-file work: on every core.
-        let keys = crate::tasks::map_on_cores(&adds, |add| {
-            FileKey::of(location, &add.path, add.deletion_vector.as_ref())
-        });
-        for (key, add) in keys.into_iter().zip(adds) {
-            self.tombstones.remove(&key);
-            self.files.insert(key, add);
-        }
-    }
-
-    /// Applies one commit's actions, in order, on top of the state of the version before.
-    /// Replaying commits in version order this way gives the same state as Delta's
-    /// newest-first replay with de-duplication on (path, DV), and the same code serves a
-    /// cold build and a warm refresh.
-    fn apply_commit(&mut self, location: &StoreLocation, actions: Vec<Action>) {
-        for action in actions {
-            match action {
-                Action::Add(add) => {
-                    let key = FileKey::of(location, &add.path, add.deletion_vector.as_ref());
-                    self.tombstones.remove(&key);
-                    self.files.insert(key, add);
-                }
-                Action::Remove(remove) => {
-                    let key = FileKey::of(location, &remove.path, remove.deletion_vector.as_ref());
-                    self.files.remove(&key);
-                    self.tombstones.insert(key, remove);
-                }
-                Action::Protocol(p) => self.protocol = Some(p),
-                Action::Metadata(m) => self.metadata = Some(m),
-                Action::Txn(t) => {
-                    self.txns.insert(t.app_id.clone(), t);
-                }
-                Action::DomainMetadata(d) => {
-                    if d.removed {
-                        self.domains.remove(&d.domain);
-                    } else {
-                        self.domains.insert(d.domain.clone(), d);
-                    }
-                }
-                Action::CommitInfo(info) => {
-                    if let Some(ts) = info.in_commit_timestamp.or(info.timestamp) {
-                        self.last_commit_timestamp = Some(ts);
-                    }
-                }
-                Action::Cdc(_) | Action::CheckpointMetadata(_) | Action::Sidecar(_) => {}
-            }
-        }
-    }
-}
+pub use state::FileKey;
+pub(crate) use state::TableState;
 
 /// A partition column: its logical and physical names and its type.
 #[derive(Debug, Clone, PartialEq, Eq)]
