@@ -490,12 +490,12 @@ impl Snapshot {
 
     /// The live data files.
     pub fn files(&self) -> impl ExactSizeIterator<Item = &Add> {
-        self.state.files.values()
+        self.state.files.values().map(Arc::as_ref)
     }
 
     /// The live data files with their replay keys.
     pub fn file_entries(&self) -> impl ExactSizeIterator<Item = (&FileKey, &Add)> {
-        self.state.files.iter()
+        self.state.files.iter().map(|(k, a)| (k, a.as_ref()))
     }
 
     /// How many live data files there are.
@@ -550,7 +550,7 @@ impl Snapshot {
                 .map(Action::DomainMetadata),
         );
         actions.extend(self.state.files.values().map(|a| {
-            let mut add = a.clone();
+            let mut add = Add::clone(a);
             add.data_change = false;
             Action::Add(add)
         }));

@@ -3,6 +3,7 @@
 //! commits after it, and the identity of a file in it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use tarn_store::StoreLocation;
 
@@ -40,7 +41,9 @@ pub(crate) struct TableState {
     pub(crate) metadata: Option<Metadata>,
     /// Persistent maps: a refresh or a commit on top of a snapshot shares its nodes and
     /// copies O(log n) of them, instead of copying every file of the table.
-    pub(crate) files: imbl::OrdMap<FileKey, Add>,
+    /// Values behind `Arc`: the tree moves entries as it grows, and an `add` is some
+    /// 300 bytes.
+    pub(crate) files: imbl::OrdMap<FileKey, Arc<Add>>,
     pub(crate) tombstones: imbl::OrdMap<FileKey, Remove>,
     pub(crate) txns: HashMap<String, Txn>,
     pub(crate) domains: BTreeMap<String, DomainMetadata>,
@@ -73,7 +76,7 @@ impl TableState {
         });
         for (key, add) in keys.into_iter().zip(adds) {
             self.tombstones.remove(&key);
-            self.files.insert(key, add);
+            self.files.insert(key, Arc::new(add));
         }
     }
 
@@ -87,7 +90,7 @@ impl TableState {
                 Action::Add(add) => {
                     let key = FileKey::of(location, &add.path, add.deletion_vector.as_ref());
                     self.tombstones.remove(&key);
-                    self.files.insert(key, add);
+                    self.files.insert(key, Arc::new(add));
                 }
                 Action::Remove(remove) => {
                     let key = FileKey::of(location, &remove.path, remove.deletion_vector.as_ref());
