@@ -11,7 +11,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::reader::ChunkReader;
 
-use super::projected;
+use super::projected::{self, invalid};
 use super::{CheckpointFiles, LOG_READ_CONCURRENCY, file_actions, log_dir, parse_commit};
 use crate::error::{Error, Result};
 use crate::protocol::names::{CheckpointKind, SIDECARS_DIR};
@@ -112,13 +112,6 @@ pub(crate) async fn read_checkpoint(
         actions.extend(loaded.into_iter().flatten());
     }
     Ok(actions)
-}
-
-fn invalid(path: &Path, reason: impl Into<String>) -> Error {
-    Error::InvalidCheckpoint {
-        path: path.to_string(),
-        reason: reason.into(),
-    }
 }
 
 async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {

@@ -131,19 +131,10 @@ fn sections(fields: &[StructField], skip: &[&str], budget: &mut usize) -> (Vec<F
                     nulls.push(Field::new(name, ArrowType::Struct(n.into()), true));
                 }
             }
-            other => *budget = budget.saturating_sub(leaves(other)),
+            other => *budget = budget.saturating_sub(other.leaf_count()),
         }
     }
     (bounds, nulls)
-}
-
-fn leaves(t: &DataType) -> usize {
-    match t {
-        DataType::Primitive(_) => 1,
-        DataType::Array(a) => leaves(&a.element_type),
-        DataType::Map(m) => leaves(&m.key_type) + leaves(&m.value_type),
-        DataType::Struct(s) => s.fields.iter().map(|f| leaves(&f.data_type)).sum(),
-    }
 }
 
 /// One batch of a checkpoint's `add.stats_parsed` column. Children of an unexpected type

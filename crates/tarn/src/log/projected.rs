@@ -24,7 +24,8 @@ pub(crate) const WHOLE_BELOW: u64 = 4 * 1024 * 1024;
 /// Bytes read from the end of a file in the first request: most footers fit.
 const FOOTER_GUESS: u64 = 256 * 1024;
 
-fn invalid(path: &Path, reason: impl Into<String>) -> Error {
+/// The error of a corrupt or missing checkpoint file.
+pub(super) fn invalid(path: &Path, reason: impl Into<String>) -> Error {
     Error::InvalidCheckpoint {
         path: path.to_string(),
         reason: reason.into(),

@@ -267,6 +267,17 @@ fn field_to_arrow(field: &StructField) -> Field {
 }
 
 impl DataType {
+    /// Number of primitive leaves under this type, as Delta counts indexed columns
+    /// (`delta.dataSkippingNumIndexedCols`).
+    pub(crate) fn leaf_count(&self) -> usize {
+        match self {
+            Self::Primitive(_) => 1,
+            Self::Array(a) => a.element_type.leaf_count(),
+            Self::Map(m) => m.key_type.leaf_count() + m.value_type.leaf_count(),
+            Self::Struct(s) => s.fields.iter().map(|f| f.data_type.leaf_count()).sum(),
+        }
+    }
+
     /// A primitive type.
     pub const fn primitive(p: PrimitiveType) -> Self {
         Self::Primitive(p)

@@ -213,16 +213,6 @@ pub(crate) fn live_rows(add: &crate::protocol::Add) -> Option<u64> {
     Some(records.saturating_sub(deleted))
 }
 
-/// Number of primitive leaves under a type, as Delta counts indexed columns.
-fn leaves(t: &DataType) -> usize {
-    match t {
-        DataType::Primitive(_) => 1,
-        DataType::Array(a) => leaves(&a.element_type),
-        DataType::Map(m) => leaves(&m.key_type) + leaves(&m.value_type),
-        DataType::Struct(s) => s.fields.iter().map(|f| leaves(&f.data_type)).sum(),
-    }
-}
-
 /// Longest string prefix kept in statistics, as Spark does.
 const STRING_PREFIX: usize = 32;
 
@@ -254,7 +244,7 @@ pub(crate) fn stats_json(
         if used >= budget {
             break;
         }
-        used += leaves(&field.data_type);
+        used += field.data_type.leaf_count();
         let DataType::Primitive(ty) = field.data_type else {
             continue;
         };
