@@ -341,7 +341,7 @@ async fn a_warm_point_lookup_on_a_thousand_files_waits_on_two_round_trips() {
         .await
         .unwrap();
     let open_counts = counter.take();
-    assert_eq!(open_counts.critical_path, 3, "{open_counts}");
+    assert_eq!(open_counts.critical_path, 2, "{open_counts}");
     let lookup = |key: &str| {
         counted
             .scan()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use tarn::expr::{col, lit};
@@ -407,13 +407,41 @@ async fn checkpoints_every_interval_and_reopen_starts_there(target: Target) {
     assert_eq!(hint["version"], 4);
     assert_eq!(hint["numOfAddFiles"], 20);
 
-    // Reopening reads the hint, lists from version 4, and GETs the checkpoint and commit 5
-    // only: never the commits before the checkpoint.
+    // Reopening a short log: the hint and a LIST of the whole log at once, then the
+    // checkpoint and commit 5 only: never the commits before the checkpoint.
     let (counted_location, counter) = counted(location);
-    let reopened = Table::open_location(counted_location).await.unwrap();
+    let reopened = Table::open_location(counted_location.clone())
+        .await
+        .unwrap();
     let counts = counter.take();
     assert_eq!(reopened.version(), 5);
     assert_eq!(counts.lists, 1, "{counts}");
+    assert_eq!(counts.gets, 3, "hint, checkpoint, commit 5: {counts}");
+    assert_eq!(counts.critical_path, 2, "{counts}");
+    assert_eq!(all_rows(&reopened).await, expected_rows(&written));
+
+    // A log past one LIST page (padded here with objects a reader ignores) is listed from
+    // the hint instead: one round trip more, the same snapshot.
+    let padding: Vec<Path> = (0..1000)
+        .map(|i| log.clone().join("_padding").join(format!("{i:04}")))
+        .collect();
+    futures::stream::iter(padding)
+        .map(|path| {
+            let store = Arc::clone(location.store());
+            async move { store.put(&path, "x".into()).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    counter.take();
+    let reopened = Table::open_location(counted_location).await.unwrap();
+    let counts = counter.take();
+    assert_eq!(reopened.version(), 5);
+    assert_eq!(
+        counts.lists, 2,
+        "the whole log (cut short), then from the hint: {counts}"
+    );
     assert_eq!(counts.gets, 3, "hint, checkpoint, commit 5: {counts}");
     assert_eq!(counts.critical_path, 3, "{counts}");
     assert_eq!(all_rows(&reopened).await, expected_rows(&written));

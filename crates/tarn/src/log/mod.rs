@@ -93,7 +93,35 @@ pub(crate) async fn list_log(
         store.list(Some(&dir)).try_collect().await
     }
     .map_err(Error::store("list", &dir))?;
+    Ok(group_listing(&dir, listed, start))
+}
 
+/// How many objects one LIST response holds at most on S3 (and MinIO, GCS, Azure: at
+/// least as many).
+pub(crate) const LIST_PAGE: usize = 1000;
+
+/// Lists the whole log folder when it fits in one LIST response: `None` when it holds
+/// [`LIST_PAGE`] objects or more (the rest would cost more round trips, one after another)
+/// or when the LIST fails (the caller's hinted listing reports errors).
+///
+/// Run beside the `_last_checkpoint` GET, it saves the LIST that would follow the hint: a
+/// cold open of a table whose log is short takes two round trips instead of three.
+pub(crate) async fn list_whole_log_if_short(
+    store: &dyn ObjectStore,
+    root: &Path,
+) -> Option<LogListing> {
+    let dir = log_dir(root);
+    let listed: Vec<ObjectMeta> = store
+        .list(Some(&dir))
+        .take(LIST_PAGE)
+        .try_collect()
+        .await
+        .ok()?;
+    (listed.len() < LIST_PAGE).then(|| group_listing(&dir, listed, 0))
+}
+
+/// Groups the objects of a log listing by version, from `start` on.
+fn group_listing(dir: &Path, listed: Vec<ObjectMeta>, start: i64) -> LogListing {
     let mut listing = LogListing {
         from_start: start <= 0,
         ..Default::default()
@@ -151,7 +179,7 @@ pub(crate) async fn list_log(
             );
         }
     }
-    Ok(listing)
+    listing
 }
 
 /// `_last_checkpoint`: the hint of the newest checkpoint.

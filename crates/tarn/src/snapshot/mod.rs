@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::log::checkpoint::read_checkpoint;
 use crate::log::versions::{commit_timestamps, in_commit_timestamp};
 use crate::log::{
-    CommitFile, LogListing, LogSegment, list_log, read_commit, read_commits, read_last_checkpoint,
+    CommitFile, LogListing, LogSegment, list_log, list_whole_log_if_short, read_commit,
+    read_commits, read_last_checkpoint,
 };
 use crate::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::features::ensure_readable;
@@ -122,7 +123,15 @@ impl Snapshot {
         }
         let store = location.store().as_ref();
         let root = location.root();
-        let hint = read_last_checkpoint(store, root).await?;
+        // The hint and a LIST of the whole log at once: a short log needs no second LIST.
+        let (hint, whole) = futures::join!(
+            read_last_checkpoint(store, root),
+            list_whole_log_if_short(store, root)
+        );
+        if let Some(listing) = whole {
+            return Self::from_listing(location, listing, version).await;
+        }
+        let hint = hint?;
         let start = match (&hint, version) {
             (Some(h), Some(v)) if v < h.version => 0,
             (Some(h), _) => h.version,
