@@ -12,7 +12,6 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use tarn_store::StoreLocation;
 use uuid::Uuid;
@@ -24,6 +23,7 @@ use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
+use super::encoding::file_properties;
 use super::upload::{Body, FileSink, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Most rows handed to the Parquet writer at a time.
@@ -42,8 +42,6 @@ fn slice_rows(file: Option<&OpenFile>, target: u64) -> usize {
     let room = (target as f64 - size).max(0.0);
     ((room / per_row).ceil() as usize).clamp(1, SLICE_ROWS)
 }
-/// Rows per data page, at most.
-const DATA_PAGE_ROWS: usize = 16 * 1024;
 
 /// Settings of one data write.
 #[derive(Debug, Clone)]
@@ -346,15 +344,6 @@ pub(super) fn encode(
         .collect();
     let data_struct = StructType::new(data_fields);
     let data_schema: SchemaRef = Arc::new(data_struct.to_arrow());
-    let props = options.writer_properties.clone().unwrap_or_else(|| {
-        WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            // Pages of at most this many rows: a read of a few rows (through an index,
-            // a deletion vector's complement, a merge's hits) fetches a few pages of a
-            // file through the offset index, not whole column chunks.
-            .set_data_page_row_count_limit(DATA_PAGE_ROWS)
-            .build()
-    });
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
     let mut counter = 0usize;
     for batch in batches {
@@ -377,12 +366,14 @@ pub(super) fn encode(
                             )),
                             None => None,
                         });
-                        let writer = ArrowWriter::try_new(
-                            sink,
-                            Arc::clone(&data_schema),
-                            Some(props.clone()),
-                        )
-                        .map_err(Error::parquet(&relative))?;
+                        let props = options.writer_properties.clone().unwrap_or_else(|| {
+                            file_properties(
+                                &part.slice(offset - len, part.num_rows() + len - offset),
+                            )
+                        });
+                        let writer =
+                            ArrowWriter::try_new(sink, Arc::clone(&data_schema), Some(props))
+                                .map_err(Error::parquet(&relative))?;
                         open.entry(key.clone()).or_insert(OpenFile {
                             writer,
                             relative,

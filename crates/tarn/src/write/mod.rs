@@ -3,6 +3,7 @@
 //! (`prepare_batches`) and encoding them into data files (`files`).
 
 mod builder;
+mod encoding;
 mod files;
 mod low_level;
 mod stream;
