@@ -4,7 +4,8 @@
 //!   time, rows/s, object size and peak memory; and each builder alone on in-memory
 //!   arrays, single-threaded (the rows/s of the build itself).
 //! - **lookups** on the wide sales table (`customer_id` spread at random, so statistics
-//!   cannot prune it) and the LHBench table (`value2`, the key as text): a point lookup,
+//!   cannot prune it), the LHBench table (`value2`, the key as text) and the keys table
+//!   (`id`, a unique key spread at random over every file): a point lookup,
 //!   a 100-key `IN`, a narrow range and Bitmap equality, cold (a fresh handle) and warm
 //!   (the same handle again), through the index and with `use_indices(false)`.
 //! - **full text**: `text_match` on a generated text column (a seeded Zipf vocabulary)
@@ -17,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::compute::kernels::comparison::contains;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tarn::expr::{Expr, col, lit, text_match};
@@ -65,6 +66,37 @@ pub fn docs_batch(start: i64, end: i64, seed: u64) -> RecordBatch {
         docs_schema(),
         vec![Arc::new(Int64Array::from(ids)), Arc::new(text)],
     )
+}
+
+/// Rows `start..end` of the keys table: `id` is a unique key in random order (SplitMix64
+/// of the row number, a bijection), so every file's statistics span nearly all ids.
+pub fn keys_batch(start: i64, end: i64) -> RecordBatch {
+    let ids: Vec<i64> = (start..end).map(key_id).collect();
+    r#gen::batch(
+        keys_schema(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from_iter_values(
+                (start..end).map(|i| format!("payload of row {i}")),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                (start..end).map(|i| (i % 10_000) as f64 / 100.0),
+            )),
+        ],
+    )
+}
+
+/// The `id` of row `row` of the keys table.
+pub fn key_id(row: i64) -> i64 {
+    SplitMix64(row as u64).next_u64() as i64
+}
+
+fn keys_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("payload", DataType::Utf8, false),
+        Field::new("amount", DataType::Float64, false),
+    ]))
 }
 
 fn docs_schema() -> SchemaRef {
@@ -134,6 +166,13 @@ pub async fn index(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
     lh.write(r#gen::merge_rows(rows).collect::<Vec<_>>())
         .execute()
         .await?;
+    let keyed_name = "index/keys";
+    let mut keyed = create(bench, keyed_name, &keys_schema(), 4 * 1024 * 1024).await?;
+    let batches: Vec<RecordBatch> = (0..rows as i64)
+        .step_by(65_536)
+        .map(|s| keys_batch(s, (s + 65_536).min(rows as i64)))
+        .collect();
+    keyed.write(batches).execute().await?;
     let docs_rows = bench.scaled(200_000, 5_000) as i64;
     let docs = "index/docs";
     let mut text = create(bench, docs, &docs_schema(), 4 * 1024 * 1024).await?;
@@ -148,6 +187,7 @@ pub async fn index(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
     let builds = [
         (sales, "customer_id", IndexKind::BTree, rows),
         (lhbench, "value2", IndexKind::BTree, rows),
+        (keyed_name, "id", IndexKind::BTree, rows),
         (lhbench, "part", IndexKind::Bitmap, rows),
         (sales, "store_id", IndexKind::Bitmap, rows),
         (docs, "text", IndexKind::FullText, docs_rows as u64),
@@ -156,6 +196,7 @@ pub async fn index(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
         let t = match name {
             n if n == sales => &mut table,
             n if n == lhbench => &mut lh,
+            n if n == keyed_name => &mut keyed,
             _ => &mut text,
         };
         memory::reset_peak();
@@ -227,6 +268,11 @@ pub async fn index(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             col("value2").eq(lit((rows as i64 / 3 * 91).to_string())),
         ),
         (lhbench, "bitmap part = 42", col("part").eq(lit(42i32))),
+        (
+            keyed_name,
+            "point id",
+            col("id").eq(lit(key_id(rows as i64 / 3))),
+        ),
     ];
     for (name, label, predicate) in &cases {
         for warm in [false, true] {
