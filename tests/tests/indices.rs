@@ -574,3 +574,44 @@ async fn vacuum_deletes_index_objects_no_retained_version_uses() {
     .unwrap();
     assert!(listed.is_empty(), "{listed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_segments_upload_beside_the_data_not_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let mut table = table_at(&location, &[]).await;
+    table.append([batch(0, 1000)]).await.unwrap();
+    table.create_index("customer").execute().await.unwrap();
+    table
+        .create_index("segment")
+        .kind(IndexKind::Bitmap)
+        .execute()
+        .await
+        .unwrap();
+    let slow = LatencyStore::new(
+        Arc::clone(location.store()),
+        // Latency well above the segments' build time, as on S3.
+        LatencyProfile::s3_standard(),
+        3,
+    );
+    let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
+    let counter = counting.counter();
+    let mut counted = Table::open_location(location.clone().with_store(Arc::new(counting)))
+        .await
+        .unwrap();
+    counter.take();
+    let outcome = counted.append([batch(1000, 3000)]).await.unwrap();
+    let counts = counter.take();
+    // One data file and two segments, uploaded at once; then the commit.
+    assert_eq!(counts.puts, 4, "{counts}");
+    assert_eq!(counts.critical_path, 2, "{counts}");
+    // The segments cover the new file, in the same commit.
+    let indices = counted.indices().unwrap();
+    assert!(
+        indices.iter().all(|i| i.files_covered == i.files_total),
+        "{indices:?}"
+    );
+    assert_eq!(outcome.rows_written, 2000);
+    assert_exact(&counted, col("customer").eq(lit("c0042".to_string()))).await;
+    assert_exact(&counted, col("segment").eq(lit("pro".to_string()))).await;
+}

@@ -248,6 +248,7 @@ impl OptimizeBuilder<'_> {
                     capture: capture.clone(),
                     file_per_batch: false,
                 },
+                None,
             )
             .await?;
             txn.record_read_files(&candidates);

@@ -305,6 +305,7 @@ pub(crate) async fn write_rows(
         snapshot.partition_columns(),
         batches,
         &write_options(snapshot, now_ms)?,
+        None,
     )
     .await
 }

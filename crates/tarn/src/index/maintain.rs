@@ -57,26 +57,26 @@ impl InlineSegments {
         out
     }
 
-    /// Builds a segment per index over the files written and adds them to the
-    /// transaction, which records that it read the index registry: a concurrent index
-    /// creation or drop then conflicts with it. `captured[i]` holds the columns
-    /// `captured_columns` of `adds[i]`, every row; a column not captured is read back from
-    /// the files.
+    /// Whether there is any inline index to maintain.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+
+    /// Builds and uploads a segment per index over the files written (the domain
+    /// metadata records to commit). `captured[i]` holds the columns `captured_columns` of
+    /// `adds[i]`, every row; a column not captured is read back from the files.
     ///
     /// Fails as building a segment, or reading a column back, does.
-    pub(crate) async fn add_to(
+    pub(crate) async fn build(
         &self,
-        txn: &mut Transaction,
         snapshot: &Snapshot,
         adds: &[Add],
         captured_columns: &[String],
         captured: &[Vec<ArrayRef>],
-    ) -> Result<()> {
-        retire(txn, snapshot)?;
+    ) -> Result<BuiltSegments> {
         if adds.is_empty() {
-            return Ok(());
+            return Ok(BuiltSegments::default());
         }
-        txn.record_read_index_registry(REGISTRY_DOMAIN);
         // The indices' segments are built and uploaded at once: one round trip, not one
         // per index.
         let builds = self.indices.iter().map(|(name, def)| async move {
@@ -98,13 +98,63 @@ impl InlineSegments {
                 };
             build_segment(snapshot, name, def, files).await
         });
+        let mut records = Vec::new();
         for built in futures::future::join_all(builds).await {
             if let Some((domain, segment)) = built? {
-                txn.set_domain_metadata(domain, segment_json(&segment)?);
+                records.push((domain, segment_json(&segment)?));
             }
+        }
+        Ok(BuiltSegments {
+            records,
+            any_files: true,
+        })
+    }
+
+    /// Adds segments built by [`build`](Self::build) to the transaction, with the
+    /// tombstones of segments it leaves without files; the transaction records that it
+    /// read the index registry, so a concurrent index creation or drop conflicts with it.
+    ///
+    /// Fails as retiring segments does (unparsable segment records).
+    pub(crate) fn apply(
+        txn: &mut Transaction,
+        snapshot: &Snapshot,
+        built: BuiltSegments,
+    ) -> Result<()> {
+        retire(txn, snapshot)?;
+        if built.any_files {
+            txn.record_read_index_registry(REGISTRY_DOMAIN);
+        }
+        for (domain, json) in built.records {
+            txn.set_domain_metadata(domain, json);
         }
         Ok(())
     }
+
+    /// [`build`](Self::build), then [`apply`](Self::apply) to `txn`.
+    ///
+    /// Fails as either does.
+    pub(crate) async fn add_to(
+        &self,
+        txn: &mut Transaction,
+        snapshot: &Snapshot,
+        adds: &[Add],
+        captured_columns: &[String],
+        captured: &[Vec<ArrayRef>],
+    ) -> Result<()> {
+        let built = self
+            .build(snapshot, adds, captured_columns, captured)
+            .await?;
+        Self::apply(txn, snapshot, built)
+    }
+}
+
+/// Segments built and uploaded for a commit's new files, not yet in its transaction.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BuiltSegments {
+    /// Domain metadata records (domain, configuration) of the new segments.
+    records: Vec<(String, String)>,
+    /// Whether the commit adds files (so it depends on the index registry).
+    any_files: bool,
 }
 
 /// Tombstones, in `txn`, the segments every file of which the transaction removes (without

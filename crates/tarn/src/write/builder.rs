@@ -4,7 +4,8 @@ use arrow::array::RecordBatch;
 use parquet::file::properties::WriterProperties;
 
 use super::{
-    FileWriteOptions, SchemaMode, WriteMode, ensure_rows_match, prepare_batches, write_files,
+    FileWriteOptions, SchemaMode, WriteMode, WrittenFiles, ensure_rows_match, prepare_batches,
+    write_files,
 };
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -269,21 +270,45 @@ impl WriteBuilder<'_> {
         let now = table.clock().now_ms();
         let mut inline = InlineSegments::of(&snapshot)?;
         let capture = inline.columns();
-        let written = write_files(
+        // Inline segments are built from the captured columns as soon as the files are
+        // encoded, and uploaded beside them rather than after.
+        let (encoded_tx, encoded_rx) = if inline.is_empty() {
+            (None, None)
+        } else {
+            let (tx, rx) = tokio::sync::oneshot::channel::<WrittenFiles>();
+            (Some(tx), Some(rx))
+        };
+        let segments = async {
+            let Some(Ok(files)) = (match encoded_rx {
+                Some(rx) => Some(rx.await),
+                None => None,
+            }) else {
+                return Ok(None);
+            };
+            inline
+                .build(&snapshot, &files.adds, &capture, &files.captured)
+                .await
+                .map(Some)
+        };
+        let options = FileWriteOptions {
+            target_file_size,
+            num_indexed_cols: snapshot.properties().num_indexed_cols(),
+            writer_properties,
+            modification_time: now,
+            capture: capture.clone(),
+            file_per_batch: false,
+        };
+        let files = write_files(
             snapshot.location(),
             &schema,
             snapshot.partition_columns(),
             batches,
-            &FileWriteOptions {
-                target_file_size,
-                num_indexed_cols: snapshot.properties().num_indexed_cols(),
-                writer_properties,
-                modification_time: now,
-                capture: capture.clone(),
-                file_per_batch: false,
-            },
-        )
-        .await?;
+            &options,
+            encoded_tx,
+        );
+        let (written, segments) = futures::join!(files, segments);
+        let written = written?;
+        let mut prebuilt = segments?;
 
         if let Some(new_schema) = &evolved {
             let mut metadata = snapshot.metadata().clone();
@@ -333,15 +358,20 @@ impl WriteBuilder<'_> {
         let mut attempt = 1;
         let commit = loop {
             let mut attempt_txn = txn.clone();
-            inline
-                .add_to(
-                    &mut attempt_txn,
-                    table.snapshot(),
-                    &written.adds,
-                    &capture,
-                    &written.captured,
-                )
-                .await?;
+            match prebuilt.take() {
+                Some(built) => InlineSegments::apply(&mut attempt_txn, table.snapshot(), built)?,
+                None => {
+                    inline
+                        .add_to(
+                            &mut attempt_txn,
+                            table.snapshot(),
+                            &written.adds,
+                            &capture,
+                            &written.captured,
+                        )
+                        .await?
+                }
+            }
             match table.commit(attempt_txn).await {
                 Ok(commit) => break commit,
                 Err(Error::Conflict {

@@ -82,12 +82,17 @@ pub(crate) struct WrittenFiles {
 /// Writes conformed batches as data files under the table root and returns their `add`
 /// actions. Nothing is committed: files of a write that never commits are orphans that
 /// `vacuum` removes.
+///
+/// With `encoded`, the files are also sent there, sorted by path, as soon as the last one
+/// is encoded and before their uploads finish: index segments over them can then be
+/// built and uploaded beside the data.
 pub(crate) async fn write_files(
     location: &StoreLocation,
     schema: &StructType,
     partition_columns: &[PartitionColumn],
     batches: Vec<RecordBatch>,
     options: &FileWriteOptions,
+    encoded: Option<Encoded>,
 ) -> Result<WrittenFiles> {
     if batches.is_empty() {
         return Ok(WrittenFiles::default());
@@ -120,35 +125,56 @@ pub(crate) async fn write_files(
         })
         .collect();
     drop(tx);
-    upload_all(location, options.modification_time, rx, encoders).await
+    upload_all(location, options.modification_time, rx, encoders, encoded).await
 }
+
+/// Where [`write_files`] sends the files of a write once they are all encoded.
+pub(crate) type Encoded = tokio::sync::oneshot::Sender<WrittenFiles>;
 
 /// Uploads the files the encoders send, a few at once, until every encoder is done, and
 /// returns what was written (sorted by path, whatever order the uploads finished in).
+/// With `encoded`, what will have been written is sent there once the encoders are done,
+/// before the last uploads finish.
 pub(super) async fn upload_all(
     location: &StoreLocation,
     now: i64,
     rx: tokio::sync::mpsc::Receiver<Result<EncodedFile>>,
     encoders: Vec<tokio::task::JoinHandle<()>>,
+    mut encoded: Option<Encoded>,
 ) -> Result<WrittenFiles> {
     let store = Arc::clone(location.store());
     let root = location.root().clone();
-    let uploads: Vec<(Add, u64, Vec<ArrayRef>)> = tokio_stream_from(rx)
+    let mut seen: Vec<(Add, u64, Vec<ArrayRef>)> = Vec::new();
+    // `None` marks the end of the encoders' output.
+    let files = tokio_stream_from(rx)
+        .map(Some)
+        .chain(futures::stream::once(async { None }));
+    let uploads: Vec<(Add, u64, Vec<ArrayRef>)> = files
         .map(|file| {
-            {
-                let store = Arc::clone(&store);
-                let root = root.clone();
-                async move {
-                    let file = file?;
-                    let path = crate::paths::join_relative(&root, &file.relative)?;
-                    let add = add_of(&file, now);
-                    file.body.upload_to(store.as_ref(), &path).await?;
-                    Ok::<_, Error>((add, file.rows as u64, file.captured))
+            let Some(file) = file else {
+                if let Some(tx) = encoded.take() {
+                    // The receiver may be gone (its build failed): the write goes on.
+                    let _ = tx.send(written_of(std::mem::take(&mut seen)));
                 }
+                return futures::future::ready(Ok(None)).boxed();
+            };
+            let add = file.as_ref().ok().map(|f| add_of(f, now));
+            if let (Some(add), Ok(f), Some(_)) = (&add, &file, &encoded) {
+                seen.push((add.clone(), f.rows as u64, f.captured.clone()));
+            }
+            let store = Arc::clone(&store);
+            let root = root.clone();
+            async move {
+                let file = file?;
+                let path = crate::paths::join_relative(&root, &file.relative)?;
+                let add = add.unwrap_or_else(|| add_of(&file, now));
+                file.body.upload_to(store.as_ref(), &path).await?;
+                Ok::<_, Error>(Some((add, file.rows as u64, file.captured)))
             }
             .boxed()
         })
         .buffer_unordered(UPLOAD_CONCURRENCY)
+        .try_filter_map(|done| futures::future::ready(Ok(done)))
         .try_collect()
         .await?;
     for encoder in encoders {
@@ -157,16 +183,20 @@ pub(super) async fn upload_all(
             source,
         })?;
     }
-    let mut uploads = uploads;
-    uploads.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    Ok(written_of(uploads))
+}
+
+/// What was written, sorted by path.
+fn written_of(mut files: Vec<(Add, u64, Vec<ArrayRef>)>) -> WrittenFiles {
+    files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let mut written = WrittenFiles::default();
-    for (add, rows, captured) in uploads {
+    for (add, rows, captured) in files {
         written.rows += rows;
         written.bytes += add.size as u64;
         written.adds.push(add);
         written.captured.push(captured);
     }
-    Ok(written)
+    written
 }
 
 /// Fewest rows worth an encoder of their own: below this a write stays one file (per

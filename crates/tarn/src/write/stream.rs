@@ -53,7 +53,7 @@ impl StreamWriter {
         });
         let location = location.clone();
         let done = crate::tasks::spawn("writing data files", async move {
-            upload_all(&location, now, files_rx, vec![encoder]).await
+            upload_all(&location, now, files_rx, vec![encoder], None).await
         });
         StreamWriter {
             tx,
