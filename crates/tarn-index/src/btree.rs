@@ -285,7 +285,18 @@ fn sort_on_cores<T: Ord + Copy + Send>(mut items: Vec<T>) -> Vec<T> {
             scope.spawn(move || run.sort_unstable());
         }
     });
-    let mut sorted: Vec<Vec<T>> = items.chunks(len).map(<[T]>::to_vec).collect();
+    // The first pass merges straight from the runs in place, so at most two copies of
+    // the items are alive at once.
+    let mut sorted: Vec<Vec<T>> = items
+        .chunks(len)
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .map(|pair| match pair {
+            [a, b] => merge(a, b),
+            _ => pair.concat(),
+        })
+        .collect();
+    drop(items);
     while sorted.len() > 1 {
         let mut next = Vec::with_capacity(sorted.len().div_ceil(2));
         let mut pairs = sorted.into_iter();
