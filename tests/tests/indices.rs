@@ -615,3 +615,40 @@ async fn inline_segments_upload_beside_the_data_not_after_it() {
     assert_exact(&counted, col("customer").eq(lit("c0042".to_string()))).await;
     assert_exact(&counted, col("segment").eq(lit("pro".to_string()))).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_under_the_inline_minimum_are_left_to_statistics_until_optimize() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let mut table = table_at(&location, &[("tarn.index.inlineMinRows", "100")]).await;
+    table.append([batch(0, 500)]).await.unwrap();
+    table.create_index("customer").execute().await.unwrap();
+    table
+        .create_index("note")
+        .kind(IndexKind::FullText)
+        .execute()
+        .await
+        .unwrap();
+    // 40 rows: under the minimum, no segment; 300 rows: a segment.
+    table.append([batch(500, 540)]).await.unwrap();
+    let covered = |table: &Table| -> Vec<(usize, usize)> {
+        table
+            .indices()
+            .unwrap()
+            .iter()
+            .map(|i| (i.files_covered, i.files_total))
+            .collect()
+    };
+    assert_eq!(covered(&table), vec![(1, 2), (1, 2)]);
+    table.append([batch(540, 840)]).await.unwrap();
+    assert_eq!(covered(&table), vec![(2, 3), (2, 3)]);
+    // Queries stay exact: the small file is read with statistics, text_match scanned.
+    for key in ["c0042", "c0518", "c0777"] {
+        assert_exact(&table, col("customer").eq(lit(key.to_string()))).await;
+    }
+    assert_exact(&table, text_match("note", "fox")).await;
+    let optimized = table.optimize_indices().await.unwrap();
+    assert!(optimized.files_indexed >= 1, "{optimized:?}");
+    assert_eq!(covered(&table), vec![(3, 3), (3, 3)]);
+    assert_exact(&table, text_match("note", "fox")).await;
+}

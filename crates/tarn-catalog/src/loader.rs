@@ -70,11 +70,21 @@ impl Manifest {
     }
 }
 
+/// Fewest rows a manifest page needs for index segments of its own.
+const INDEXED_PAGE_ROWS: u64 = 64;
+
 async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> Result<Table> {
     let created = Table::create_at(location.clone())
         .with_arrow_schema(&schema())
         .with_property("delta.checkpointInterval", "10")
         .with_property(LAYOUT_PROPERTY, layout_text(options.layout))
+        // Small pages of new keys (a batch's worth) get no index segments of their own:
+        // reading a few rows is as cheap as an index lookup, and it saves each such
+        // mutation the segments' uploads. Folding them into base pages indexes them.
+        .with_property(
+            tarn::properties::INDEX_INLINE_MIN_ROWS,
+            INDEXED_PAGE_ROWS.to_string(),
+        )
         .execute()
         .await;
     let mut table = match created {

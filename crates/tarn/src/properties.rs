@@ -32,6 +32,10 @@ pub const DML_STRATEGY: &str = "tarn.dml.strategy";
 /// `tarn.deletionVectors.inlineThreshold`: deletion vectors whose data is at most this many
 /// bytes are stored inline in the log (default 64).
 pub const DV_INLINE_THRESHOLD: &str = "tarn.deletionVectors.inlineThreshold";
+/// `tarn.index.inlineMinRows`: data files with fewer rows than this get no inline index
+/// segment when written (default 0: every file gets one); scans read such files with
+/// statistics pruning, and `optimize_indices` indexes them later.
+pub const INDEX_INLINE_MIN_ROWS: &str = "tarn.index.inlineMinRows";
 
 /// The default of [`DV_INLINE_THRESHOLD`], in bytes.
 pub const DEFAULT_DV_INLINE_THRESHOLD: usize = 64;
@@ -118,6 +122,14 @@ impl<'a> TableProperties<'a> {
         !self
             .get(CHECKPOINT_STATS_AS_STRUCT)
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    }
+
+    /// Fewest rows a new data file must hold to get inline index segments
+    /// ([`INDEX_INLINE_MIN_ROWS`]; default 0, invalid values give the default).
+    pub fn index_inline_min_rows(&self) -> u64 {
+        self.get(INDEX_INLINE_MIN_ROWS)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// The target size of data files, if the table sets one.

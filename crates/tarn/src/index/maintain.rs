@@ -77,6 +77,34 @@ impl InlineSegments {
         if adds.is_empty() {
             return Ok(BuiltSegments::default());
         }
+        // Files too small to be worth a segment are left uncovered (read with statistics
+        // until `optimize_indices`); the commit still depends on the registry.
+        let min_rows = snapshot.properties().index_inline_min_rows();
+        let keep: Vec<bool> = adds
+            .iter()
+            .enumerate()
+            .map(|(i, add)| {
+                let rows = captured
+                    .get(i)
+                    .and_then(|c| c.first())
+                    .map(|a| a.len() as u64)
+                    .or_else(|| add.stats.as_ref().and_then(|s| s.num_records()));
+                rows.is_none_or(|r| r >= min_rows)
+            })
+            .collect();
+        let adds: Vec<Add> = adds
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(a, _)| a.clone())
+            .collect();
+        let captured: Vec<Vec<ArrayRef>> = captured
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| c.clone())
+            .collect();
+        let (adds, captured) = (adds.as_slice(), captured.as_slice());
         // The indices' segments are built and uploaded at once: one round trip, not one
         // per index.
         let builds = self.indices.iter().map(|(name, def)| async move {
