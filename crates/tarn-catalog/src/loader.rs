@@ -70,13 +70,19 @@ impl Manifest {
     }
 }
 
+/// Commits between the manifest's checkpoints.
+const MANIFEST_CHECKPOINT_INTERVAL: &str = "4";
+
 /// Fewest rows a manifest page needs for index segments of its own.
 const INDEXED_PAGE_ROWS: u64 = 64;
 
 async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> Result<Table> {
     let created = Table::create_at(location.clone())
         .with_arrow_schema(&schema())
-        .with_property("delta.checkpointInterval", "10")
+        // A cold open reads the checkpoint and every commit after it at once, and waits
+        // on the slowest: fewer commits between checkpoints, a shorter wait. Manifest
+        // checkpoints are small and written in the background.
+        .with_property("delta.checkpointInterval", MANIFEST_CHECKPOINT_INTERVAL)
         .with_property(LAYOUT_PROPERTY, layout_text(options.layout))
         // Small pages of new keys (a batch's worth) get no index segments of their own:
         // reading a few rows is as cheap as an index lookup, and it saves each such

@@ -97,7 +97,11 @@ pub(crate) async fn seed(
         tarn::Table::open(&format!("{}/__manifest", common.url.trim_end_matches('/'))).await?;
     if indices == Switch::On {
         manifest.optimize_indices().await?;
+        manifest.refresh().await?;
     }
+    // A checkpoint of the seeded version, as a long-lived writer would have left: the
+    // background one a commit starts is lost when this process exits.
+    manifest.checkpoint().await?;
     let snapshot = manifest.snapshot();
     let bytes: i64 = snapshot.files().map(|a| a.size).sum();
     let info = serde_json::json!({
