@@ -949,3 +949,45 @@ async fn deltalake_reads_the_manifest() {
     assert_eq!(theirs.len(), 8);
     assert_eq!(theirs, ours);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_in_a_small_page_rewrites_that_page_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::default()).await;
+    // One small page: a namespace and ten declared tables, imported at once.
+    let mut rows = vec![tarn_catalog::manifest::Row {
+        object_id: "ns".into(),
+        object_type: tarn_catalog::manifest::NAMESPACE.into(),
+        location: None,
+        metadata: ObjectMetadata::default(),
+        created_at: 0,
+        updated_at: 0,
+    }];
+    rows.extend((0..10).map(|i| tarn_catalog::manifest::Row {
+        object_id: format!("ns$t{i}"),
+        object_type: tarn_catalog::manifest::TABLE.into(),
+        location: None,
+        metadata: ObjectMetadata::default(),
+        created_at: 0,
+        updated_at: 0,
+    }));
+    catalog.import(rows).await.unwrap();
+    let before = page_shapes(dir.path()).await;
+    assert_eq!(before, vec![("ns".into(), "ns$t9".into(), 11)]);
+
+    catalog
+        .rename_table(&id("ns$t3"), &id("ns$z"))
+        .await
+        .unwrap();
+    // The page is rewritten with the new name in it: no second file.
+    assert_eq!(
+        page_shapes(dir.path()).await,
+        vec![("ns".into(), "ns$z".into(), 11)]
+    );
+    assert!(catalog.table_exists(&id("ns$z")).await.unwrap());
+    assert!(!catalog.table_exists(&id("ns$t3")).await.unwrap());
+    let listed = catalog.list_tables(&id("ns"), 20, None).await.unwrap().ids;
+    assert_eq!(listed.len(), 10);
+    assert!(listed.contains(&id("ns$z")));
+}

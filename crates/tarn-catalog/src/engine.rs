@@ -88,7 +88,9 @@ impl View {
         let page = match self.home.get(&key) {
             Some(page) => *page,
             None => {
-                let page = self.page_of(&key);
+                let page = self
+                    .page_of(&key)
+                    .or_else(|| self.small_page_being_rewritten());
                 self.home.insert(key.clone(), page);
                 page
             }
@@ -118,6 +120,28 @@ impl View {
             .first()
             .map(|p| p.add.path.clone())?;
         self.loaded.iter().position(|p| p.add.path == target)
+    }
+
+    /// A loaded small page this batch rewrites anyway, that keeps live rows and stays
+    /// small with one more: a new key goes there rather than into a file of its own (a
+    /// rename writes one page, not two). Small pages may overlap any other, and no other
+    /// writer's new keys go into a page they would not rewrite anyway.
+    fn small_page_being_rewritten(&self) -> Option<usize> {
+        let Layout::Paged { rows_per_page } = self.layout else {
+            return None;
+        };
+        let limit = (rows_per_page / 4).max(2);
+        self.dirty.iter().flatten().copied().find(|&i| {
+            let homed: Vec<&String> = self
+                .home
+                .iter()
+                .filter(|(_, h)| **h == Some(i))
+                .map(|(k, _)| k)
+                .collect();
+            self.loaded[i].is_small(self.layout)
+                && homed.len() + 1 < limit
+                && homed.iter().any(|k| self.get(k).is_some())
+        })
     }
 
     /// Moves the rows of the loaded small pages into the loaded base pages their keys
