@@ -18,7 +18,7 @@ use parquet::schema::types::ColumnPath;
 pub(crate) const DATA_PAGE_ROWS: usize = 16 * 1024;
 /// Rows looked at to judge a column's cardinality.
 const SAMPLE_ROWS: usize = 4096;
-/// Fewer rows than this say too little: the column keeps its dictionary.
+/// Fewer non-null values than this say too little: the column keeps its dictionary.
 const MIN_SAMPLE_ROWS: usize = 512;
 /// A column whose sample is more distinct than this is written without a dictionary.
 const PLAIN_ABOVE: f64 = 0.5;
@@ -47,40 +47,53 @@ pub(crate) fn file_properties(sample: &RecordBatch) -> WriterProperties {
     builder.build()
 }
 
-/// The fraction of distinct values among the first rows of a flat column (primitive,
-/// string or binary), or `None` for other types and samples too small to judge. Nulls
-/// count as one value.
+/// The fraction of distinct values among the non-null values of the first rows of a flat
+/// column (primitive, string or binary), or `None` for other types and samples with too
+/// few values to judge (a dictionary holds only non-null values).
 fn distinct_fraction(array: &dyn Array) -> Option<f64> {
-    let n = array.len().min(SAMPLE_ROWS);
-    if n < MIN_SAMPLE_ROWS {
-        return None;
-    }
-    let array = array.slice(0, n);
-    let distinct = if let Some(width) = array.data_type().primitive_width() {
+    let array = array.slice(0, array.len().min(SAMPLE_ROWS));
+    let valid = |i: usize| array.is_valid(i);
+    let (distinct, values) = if let Some(width) = array.data_type().primitive_width() {
         let data = array.to_data();
-        let values = data.buffers().first()?.as_slice();
+        let bytes = data.buffers().first()?.as_slice();
         let start = data.offset() * width;
-        let values = values.get(start..start + n * width)?;
-        let nulls = array.nulls();
-        let mut seen = HashSet::with_capacity(n);
-        for (i, value) in values.chunks_exact(width).enumerate() {
-            seen.insert((!nulls.is_some_and(|b| b.is_null(i))).then_some(value));
+        let bytes = bytes.get(start..start + array.len() * width)?;
+        let mut seen = HashSet::with_capacity(array.len());
+        let mut values = 0;
+        for (i, value) in bytes.chunks_exact(width).enumerate() {
+            if valid(i) {
+                seen.insert(value);
+                values += 1;
+            }
         }
-        seen.len()
+        (seen.len(), values)
     } else if let Some(s) = array.as_string_opt::<i32>() {
-        s.iter().collect::<HashSet<_>>().len()
+        count_distinct(s.iter())
     } else if let Some(s) = array.as_string_opt::<i64>() {
-        s.iter().collect::<HashSet<_>>().len()
+        count_distinct(s.iter())
     } else if let Some(s) = array.as_string_view_opt() {
-        s.iter().collect::<HashSet<_>>().len()
+        count_distinct(s.iter())
     } else if let Some(b) = array.as_binary_opt::<i32>() {
-        b.iter().collect::<HashSet<_>>().len()
+        count_distinct(b.iter())
     } else if let Some(b) = array.as_binary_opt::<i64>() {
-        b.iter().collect::<HashSet<_>>().len()
+        count_distinct(b.iter())
     } else {
         return None;
     };
-    Some(distinct as f64 / n as f64)
+    (values >= MIN_SAMPLE_ROWS).then(|| distinct as f64 / values as f64)
+}
+
+/// Distinct non-null values and non-null values of an iterator over a column.
+fn count_distinct<T: Eq + std::hash::Hash>(
+    values: impl Iterator<Item = Option<T>>,
+) -> (usize, usize) {
+    let mut seen = HashSet::new();
+    let mut count = 0;
+    for value in values.flatten() {
+        seen.insert(value);
+        count += 1;
+    }
+    (seen.len(), count)
 }
 
 #[cfg(test)]
@@ -137,6 +150,16 @@ mod tests {
         // A few rows say too little: every column keeps its dictionary.
         let props = file_properties(&batch.slice(0, 100));
         assert!(dictionary_enabled(&props, "id"));
+    }
+
+    #[test]
+    fn nulls_do_not_count_as_values() {
+        // Half null, every other value unique: a dictionary would not pay.
+        let half = Int64Array::from_iter((0..4096i64).map(|i| (i % 2 == 0).then_some(i)));
+        assert!(distinct_fraction(&half).unwrap() > 0.99);
+        // Mostly null: too few values to judge.
+        let sparse = Int64Array::from_iter((0..4096i64).map(|i| (i % 100 == 0).then_some(i)));
+        assert!(distinct_fraction(&sparse).is_none());
     }
 
     #[test]
