@@ -83,9 +83,10 @@ pub(crate) struct WrittenFiles {
 /// actions. Nothing is committed: files of a write that never commits are orphans that
 /// `vacuum` removes.
 ///
-/// With `encoded`, the files are also sent there, sorted by path, as soon as the last one
-/// is encoded and before their uploads finish: index segments over them can then be
-/// built and uploaded beside the data.
+/// With `encoded`, the files are also sent there, sorted by path, once the last one is
+/// encoded and the uploader has room to notice (before the last uploads finish): index
+/// segments over them can then be built and uploaded beside the data. A write that fails
+/// sends nothing.
 pub(crate) async fn write_files(
     location: &StoreLocation,
     schema: &StructType,
@@ -159,8 +160,13 @@ pub(super) async fn upload_all(
                 return futures::future::ready(Ok(None)).boxed();
             };
             let add = file.as_ref().ok().map(|f| add_of(f, now));
-            if let (Some(add), Ok(f), Some(_)) = (&add, &file, &encoded) {
-                seen.push((add.clone(), f.rows as u64, f.captured.clone()));
+            match (&add, &file) {
+                (Some(add), Ok(f)) if encoded.is_some() => {
+                    seen.push((add.clone(), f.rows as u64, f.captured.clone()));
+                }
+                // A failed encoder: the write fails, so no segments are built for it.
+                (_, Err(_)) => drop(encoded.take()),
+                _ => {}
             }
             let store = Arc::clone(&store);
             let root = root.clone();
