@@ -58,6 +58,8 @@ pub(crate) struct View {
     rows: BTreeMap<String, Option<Row>>,
     /// The page each key lives in (an index into `loaded`), or `None` for a new page.
     home: HashMap<String, Option<usize>>,
+    /// How many keys each loaded page is home to.
+    homed: HashMap<usize, usize>,
     loaded: Vec<Page>,
     pages: Vec<Page>,
     dirty: BTreeSet<Option<usize>>,
@@ -91,7 +93,7 @@ impl View {
                 let page = self
                     .page_of(&key)
                     .or_else(|| self.small_page_being_rewritten());
-                self.home.insert(key.clone(), page);
+                self.set_home(key.clone(), page);
                 page
             }
         };
@@ -110,8 +112,9 @@ impl View {
     }
 
     /// The loaded page a new key goes into: in the paged layout none (new keys go to a
-    /// new file, so writers adding different keys never rewrite the same page); in the
-    /// full-rewrite layout the one file.
+    /// new file, or to a small page the batch rewrites anyway, so writers adding
+    /// different keys never rewrite the same page); in the full-rewrite layout the one
+    /// file.
     fn page_of(&self, key: &str) -> Option<usize> {
         if self.layout != Layout::FullRewrite {
             return None;
@@ -122,25 +125,30 @@ impl View {
         self.loaded.iter().position(|p| p.add.path == target)
     }
 
-    /// A loaded small page this batch rewrites anyway, that keeps live rows and stays
-    /// small with one more: a new key goes there rather than into a file of its own (a
-    /// rename writes one page, not two). Small pages may overlap any other, and no other
-    /// writer's new keys go into a page they would not rewrite anyway.
+    /// Records that `key` lives in `page` (`None`: a new file).
+    fn set_home(&mut self, key: String, page: Option<usize>) {
+        if let Some(Some(old)) = self.home.insert(key, page)
+            && let Some(n) = self.homed.get_mut(&old)
+        {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(page) = page {
+            *self.homed.entry(page).or_default() += 1;
+        }
+    }
+
+    /// A loaded small page this batch rewrites anyway, that is home to keys (so it is not
+    /// being folded away) and stays small with one more: a new key goes there rather than into a file of its own
+    /// (a rename writes one page, not two). Small pages may overlap any other, and no
+    /// other writer's new keys go into a page they would not rewrite anyway.
     fn small_page_being_rewritten(&self) -> Option<usize> {
         let Layout::Paged { rows_per_page } = self.layout else {
             return None;
         };
         let limit = (rows_per_page / 4).max(2);
         self.dirty.iter().flatten().copied().find(|&i| {
-            let homed: Vec<&String> = self
-                .home
-                .iter()
-                .filter(|(_, h)| **h == Some(i))
-                .map(|(k, _)| k)
-                .collect();
-            self.loaded[i].is_small(self.layout)
-                && homed.len() + 1 < limit
-                && homed.iter().any(|k| self.get(k).is_some())
+            let homed = self.homed.get(&i).copied().unwrap_or(0);
+            self.loaded[i].is_small(self.layout) && homed > 0 && homed + 1 < limit
         })
     }
 
@@ -171,7 +179,7 @@ impl View {
         for (key, from, to) in moves {
             self.dirty.insert(Some(from));
             self.dirty.insert(to);
-            self.home.insert(key, to);
+            self.set_home(key, to);
         }
     }
 
@@ -336,6 +344,7 @@ async fn load(
     let mut view = View {
         rows: BTreeMap::new(),
         home: HashMap::new(),
+        homed: HashMap::new(),
         loaded,
         pages,
         dirty: BTreeSet::new(),
@@ -345,7 +354,7 @@ async fn load(
     };
     for (i, rows) in contents.iter().enumerate() {
         for row in rows.iter() {
-            view.home.insert(row.object_id.clone(), Some(i));
+            view.set_home(row.object_id.clone(), Some(i));
             view.rows.insert(row.object_id.clone(), Some(row.clone()));
         }
     }
@@ -383,8 +392,8 @@ async fn prepare(
     let loaded_adds: Vec<tarn::protocol::Add> = view.loaded.iter().map(|p| p.add.clone()).collect();
     txn.record_read_files(&loaded_adds);
     // Each dirty page is rewritten on its own (split when over the page size), so base
-    // pages never overlap; new keys go to new files, small ones the next compaction
-    // folds into the base pages.
+    // pages never overlap; new keys go to new files (or a small page rewritten anyway),
+    // small ones the next compaction folds into the base pages.
     let now_ms = view.now_us / 1000;
     let mut batches = Vec::new();
     let mut written: Vec<Arc<Vec<Row>>> = Vec::new();
