@@ -636,7 +636,8 @@ async fn search_and_list_by_type_use_the_manifest_indices() {
         vec!["metadata:FullText", "object_id:BTree", "object_type:Bitmap"]
     );
 
-    // Without indices: listing by type still works; search needs the full-text index.
+    // Without indices: listing by type still works, and search scans with the index's
+    // analyzer, so it finds what the indexed catalog finds.
     let bare_dir = tempfile::tempdir().unwrap();
     let bare = Catalog::open(
         bare_dir.path().to_str().unwrap(),
@@ -651,11 +652,43 @@ async fn search_and_list_by_type_use_the_manifest_indices() {
         .await
         .unwrap();
     assert_eq!(bare.list_by_type("namespace").await.unwrap(), vec![id("x")]);
-    let err = bare.search("x", 10).await.unwrap_err();
+    bare.create_namespace(
+        &id("crm"),
+        ObjectMetadata {
+            description: Some("Customers of the gold tier".into()),
+            ..ObjectMetadata::default()
+        },
+        false,
+    )
+    .await
+    .unwrap();
+    for (name, tier) in [("a", "GOLD"), ("b", "silver")] {
+        bare.declare_table(&id(&format!("crm${name}")), props(&[("tier", tier)]))
+            .await
+            .unwrap();
+    }
+    let found: Vec<String> = bare
+        .search("gold", 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(i, kind)| format!("{}:{kind}", i.key()))
+        .collect();
+    assert_eq!(found, vec!["crm:namespace", "crm$a:table"]);
+    assert_eq!(
+        bare.search("\"customers gold\"", 10).await.unwrap().len(),
+        0
+    );
+    assert_eq!(
+        bare.search("\"gold tier\"", 10).await.unwrap(),
+        vec![(id("crm"), "namespace".to_string())]
+    );
+    assert!(bare.search("platinum", 10).await.unwrap().is_empty());
+    let err = bare.search("\"unclosed", 10).await.unwrap_err();
     assert!(
         matches!(
             err,
-            CatalogError::Table(tarn::Error::TextMatchWithoutIndex { .. })
+            CatalogError::Table(tarn::Error::InvalidArgument { .. })
         ),
         "{err}"
     );

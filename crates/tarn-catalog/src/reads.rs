@@ -5,8 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use arrow::array::{AsArray, RecordBatch};
+use arrow::array::{Array, AsArray, RecordBatch};
+use tarn::Snapshot;
 use tarn::expr::{col, lit, text_match};
+use tarn_index::fts::{FullTextOptions, TextQuery};
 
 use crate::catalog::Catalog;
 use crate::error::{CatalogError, Result};
@@ -138,19 +140,27 @@ impl Catalog {
     }
 
     /// Objects whose metadata (properties, description) matches a full-text query, up to
-    /// `limit`, through the manifest's full-text index.
+    /// `limit`, through the manifest's full-text index; a manifest without one (a catalog
+    /// opened without indices) is scanned and matched with the index's default analyzer,
+    /// so the answer is the same.
     ///
-    /// Fails with [`CatalogError::Table`] (`TextMatchWithoutIndex`) on a catalog opened
-    /// without indices, and for a malformed query.
+    /// Fails with [`CatalogError::Table`] for a malformed query, and when the manifest
+    /// cannot be read.
     pub async fn search(&self, query: &str, limit: usize) -> Result<Vec<(ObjectId, String)>> {
         let snapshot = self.snapshot().await?;
-        let batches = snapshot
+        let found = snapshot
             .scan()
             .select(["object_id", "object_type"])
             .filter(text_match("metadata", query))
             .collect()
-            .await?;
-        let mut out = pairs(&batches)?;
+            .await;
+        let mut out = match found {
+            Ok(batches) => pairs(&batches)?,
+            Err(tarn::Error::TextMatchWithoutIndex { .. }) => {
+                search_by_scan(&snapshot, query).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
         out.sort();
         out.truncate(limit);
         Ok(out)
@@ -172,6 +182,37 @@ impl Catalog {
         ids.sort();
         Ok(ids)
     }
+}
+
+/// `search` without a full-text index: every object's metadata, matched as the index's
+/// default analyzer would.
+async fn search_by_scan(snapshot: &Snapshot, query: &str) -> Result<Vec<(ObjectId, String)>> {
+    let parsed = TextQuery::parse(query).map_err(|e| {
+        CatalogError::Table(tarn::Error::InvalidArgument {
+            name: "text_match",
+            reason: e.to_string(),
+        })
+    })?;
+    let analyzer = FullTextOptions::default().analyzer();
+    let batches = snapshot
+        .scan()
+        .select(["object_id", "object_type", "metadata"])
+        .collect()
+        .await?;
+    let mut out = Vec::new();
+    for batch in &batches {
+        let (ids, types) = (
+            batch.column(0).as_string::<i32>(),
+            batch.column(1).as_string::<i32>(),
+        );
+        let metadata = batch.column(2).as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            if metadata.is_valid(i) && parsed.matches(&analyzer, metadata.value(i)) {
+                out.push((ObjectId::parse(ids.value(i))?, types.value(i).to_string()));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn pairs(batches: &[RecordBatch]) -> Result<Vec<(ObjectId, String)>> {
