@@ -62,6 +62,16 @@ fn counted(location: &StoreLocation) -> (StoreLocation, tarn_store::RequestCount
     (location.clone().with_store(Arc::new(counting)), counter)
 }
 
+/// A folder inside `location`, on the same store.
+fn child_location(location: &StoreLocation, name: &str) -> StoreLocation {
+    let url = format!("{}/{name}", location.url().as_str().trim_end_matches('/'));
+    StoreLocation::new(
+        url::Url::parse(&url).unwrap(),
+        Arc::clone(location.store()),
+        location.root().clone().join(name),
+    )
+}
+
 async fn create_sales(location: &StoreLocation, properties: &[(&str, &str)]) -> Table {
     let mut builder = Table::create_at(location.clone())
         .with_arrow_schema(&sales_schema())
@@ -94,6 +104,16 @@ async fn create_append_scan_round_trip(target: Target) {
     let location = &target.location;
     let mut table = create_sales(location, &[]).await;
     assert_eq!(table.version(), 0);
+    // A create in a folder the caller just named is its one PUT.
+    let (counted_location, counter) = counted(&child_location(location, "fresh"));
+    let fresh = Table::create_at(counted_location)
+        .with_arrow_schema(&sales_schema())
+        .with_fresh_location()
+        .execute()
+        .await
+        .unwrap();
+    let counts = counter.take();
+    assert_eq!((fresh.version(), counts.requests()), (0, 1), "{counts}");
     assert_eq!(table.snapshot().protocol().min_reader_version, 1);
     let first = sales_batch(0, 100);
     let second = sales_batch(100, 150);
@@ -551,6 +571,17 @@ async fn failed_writes_change_nothing(target: Target) {
         .unwrap_err();
     assert!(
         matches!(err, Error::TableAlreadyExists { version: 1, .. }),
+        "{err}"
+    );
+    // Without the listing, put-if-absent on version 0 still refuses.
+    let err = Table::create_at(location.clone())
+        .with_arrow_schema(&sales_schema())
+        .with_fresh_location()
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::TableAlreadyExists { version: 0, .. }),
         "{err}"
     );
     let reopened = Table::open_location(location.clone()).await.unwrap();

@@ -49,6 +49,7 @@ pub struct CreateBuilder {
     name: Option<String>,
     description: Option<String>,
     clock: Arc<dyn Clock>,
+    fresh_location: bool,
 }
 
 impl CreateBuilder {
@@ -62,6 +63,7 @@ impl CreateBuilder {
             name: None,
             description: None,
             clock: Arc::new(SystemClock),
+            fresh_location: false,
         }
     }
 
@@ -119,6 +121,17 @@ impl CreateBuilder {
         self
     }
 
+    /// Skips the listing that looks for an existing table, saving a round trip, for a
+    /// caller that named the folder itself moments ago (with a random part, as the
+    /// catalog does). Version 0 is still written with put-if-absent, so a table whose
+    /// version 0 exists still fails with [`Error::TableAlreadyExists`]; but a log whose
+    /// first commits were cleaned up after a checkpoint would go unnoticed, so this is
+    /// not for folders anyone else may have written.
+    pub fn with_fresh_location(mut self) -> Self {
+        self.fresh_location = true;
+        self
+    }
+
     /// Writes version 0.
     ///
     /// Fails with [`Error::InvalidArgument`] without a schema or for bad column names
@@ -142,7 +155,12 @@ impl CreateBuilder {
         };
         validate_schema(&schema)?;
         validate_partition_columns(&schema, &self.partition_columns)?;
-        if let Some(version) = crate::log::versions::latest_version(&location).await? {
+        let existing = if self.fresh_location {
+            None
+        } else {
+            crate::log::versions::latest_version(&location).await?
+        };
+        if let Some(version) = existing {
             return Err(Error::TableAlreadyExists {
                 url: location.url().to_string(),
                 version,
