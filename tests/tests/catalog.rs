@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
+use object_store::ObjectStore;
 use tarn::StoreLocation;
 use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
+use tarn_store::{CountingStore, LatencyProfile, LatencyStore};
 
 fn id(text: &str) -> ObjectId {
     ObjectId::parse(text).unwrap()
@@ -768,6 +770,13 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, CatalogError::Table(_)), "{err}");
+    // The table made for a create that failed is gone with it.
+    let mut folders: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    folders.sort();
+    assert_eq!(folders, ["__manifest", "empty"]);
     let err = catalog
         .import(vec![tarn_catalog::manifest::Row {
             object_id: "ns$x".into(),
@@ -1043,3 +1052,78 @@ async fn a_rename_in_a_small_page_rewrites_that_page_only() {
     assert_eq!(listed.len(), 10);
     assert!(listed.contains(&id("ns$z")));
 }
+
+/// A mutation on a warm handle waits on two round trips: its page (and a new table's
+/// version 0, written beside it), then the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_mutation_waits_on_two_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let slow = LatencyStore::new(
+        Arc::clone(location.store()),
+        LatencyProfile::s3_express().scaled(0.25),
+        1,
+    );
+    let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
+    let counter = counting.counter();
+    let counted = location.with_store(Arc::new(counting));
+    let catalog = open(&counted, Layout::default()).await;
+    catalog
+        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let table = id(&format!("ns$t{i}"));
+        counter.reset();
+        let info = catalog
+            .create_table(&table, &schema(), vec![], props(&[("tier", "gold")]))
+            .await
+            .unwrap();
+        let counts = counter.take();
+        assert_eq!(counts.critical_path, 2, "create_table {i}: {counts}");
+        assert_eq!(info.version, Some(0));
+        let opened = catalog.load_table(&table).await.unwrap();
+        assert_eq!(opened.version(), 0);
+        assert_eq!(
+            opened.snapshot().metadata().configuration.get("tier"),
+            Some(&Some("gold".to_string()))
+        );
+    }
+    let mutations: [(&str, BoxedMutation); 4] = [
+        (
+            "create_namespace",
+            Box::pin(async {
+                let meta = ObjectMetadata::default();
+                catalog.create_namespace(&id("other"), meta, false).await
+            }),
+        ),
+        (
+            "declare_table",
+            Box::pin(async {
+                let meta = ObjectMetadata::default();
+                catalog.declare_table(&id("ns$d"), meta).await.map(|_| ())
+            }),
+        ),
+        (
+            "rename_table",
+            Box::pin(async { catalog.rename_table(&id("ns$t0"), &id("ns$r")).await }),
+        ),
+        (
+            "drop_table",
+            Box::pin(async { catalog.drop_table(&id("ns$t1"), false).await }),
+        ),
+    ];
+    for (name, mutation) in mutations {
+        counter.reset();
+        mutation.await.unwrap();
+        let counts = counter.take();
+        // A drop that empties its page writes no page: the commit alone.
+        assert!(counts.critical_path <= 2, "{name}: {counts}");
+        assert!(counts.critical_path >= 1, "{name}: {counts}");
+    }
+    let listed = catalog.list_tables(&id("ns"), 10, None).await.unwrap().ids;
+    assert_eq!(listed, [id("ns$d"), id("ns$r"), id("ns$t2")]);
+}
+
+type BoxedMutation<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + 'a>>;

@@ -44,6 +44,11 @@ fn rerun_backoff(attempt: u32) -> Duration {
     cap.mul_f64((random % 10_000) as f64 / 10_000.0)
 }
 
+/// Work an operation started that the batch's commit must wait for (a new table's
+/// version 0, so that its entry never points at nothing); it runs while the batch
+/// writes its pages.
+pub(crate) type Gate = tokio::task::JoinHandle<Result<()>>;
+
 /// What an operation reads: exact keys, and key ranges `[from, to)`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Needs {
@@ -68,6 +73,10 @@ pub(crate) struct View {
     /// Microseconds since the epoch, for created_at / updated_at.
     pub(crate) now_us: i64,
     layout: Layout,
+    /// The operation running now (an index into the batch).
+    current: usize,
+    /// Gates the operations started, by operation.
+    gates: Vec<(usize, Gate)>,
 }
 
 impl View {
@@ -82,6 +91,12 @@ impl View {
             .range(from.to_string()..to.to_string())
             .filter_map(|(_, r)| r.as_ref())
             .collect()
+    }
+
+    /// Makes the batch's commit wait for `gate`; when it fails, the running operation
+    /// fails with its error and the batch commits without it.
+    pub(crate) fn commit_after(&mut self, gate: Gate) {
+        self.gates.push((self.current, gate));
     }
 
     /// Inserts or replaces a row.
@@ -212,6 +227,8 @@ pub(crate) async fn run_batch(
 ) -> Result<Vec<Result<()>>> {
     let mut attempt = 0;
     let mut refreshed = false;
+    // Operations whose gate failed: they are left out of the reruns.
+    let mut gate_errors: Vec<Option<CatalogError>> = ops.iter().map(|_| None).collect();
     loop {
         attempt += 1;
         let snapshot = table.snapshot().clone();
@@ -228,32 +245,45 @@ pub(crate) async fn run_batch(
         .await?;
         let compacting = view.is_dirty();
         let mut results = Vec::with_capacity(ops.len());
-        for op in ops.iter_mut() {
-            results.push((op.run)(&mut view));
+        for (i, op) in ops.iter_mut().enumerate() {
+            view.current = i;
+            let skipped = gate_errors[i].is_some();
+            results.push(if skipped { Ok(()) } else { (op.run)(&mut view) });
         }
+        let gates = std::mem::take(&mut view.gates);
         // A batch whose operations change nothing commits no compaction either: it would
         // turn a read into a write.
         if compacting && view.dirty_by_ops == 0 {
             view.dirty.clear();
         }
         if !view.is_dirty() {
+            settle(gates, &mut gate_errors).await;
             // Nothing to commit, so no commit checks the state the results rest on: they
             // stand only if they were decided on the latest manifest (a namespace another
             // process just created must not be reported missing).
             if refreshed {
-                return Ok(results);
+                return Ok(with_gate_errors(results, gate_errors));
             }
             let before = table.version();
             table.refresh().boxed().await?;
             refreshed = true;
             if table.version() == before {
-                return Ok(results);
+                return Ok(with_gate_errors(results, gate_errors));
             }
             continue;
         }
         // Boxed as `Send` here, where the lifetimes are concrete (rustc cannot prove the
         // committer's future `Send` through the nested futures otherwise).
-        let (txn, written) = prepare(table, &mut view, &needs, layout).boxed().await?;
+        let prepared = prepare(table, &mut view, &needs, layout).boxed().await;
+        if !settle(gates, &mut gate_errors).await {
+            // What an operation waited on failed: run the batch again without it (the
+            // pages written are left for vacuum).
+            if let Err(e) = prepared {
+                return Err(e);
+            }
+            continue;
+        }
+        let (txn, written) = prepared?;
         match table.commit(txn).boxed().await {
             Ok(_) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
@@ -261,7 +291,7 @@ pub(crate) async fn run_batch(
                 for (path, rows) in written {
                     cache.insert(path, rows);
                 }
-                return Ok(results);
+                return Ok(with_gate_errors(results, gate_errors));
             }
             Err(TarnError::Conflict { .. }) if attempt < ATTEMPTS => {
                 stats.reruns.fetch_add(1, Ordering::Relaxed);
@@ -272,6 +302,32 @@ pub(crate) async fn run_batch(
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Waits for every gate, recording each failure against its operation; whether all
+/// succeeded.
+async fn settle(gates: Vec<(usize, Gate)>, errors: &mut [Option<CatalogError>]) -> bool {
+    let mut all = true;
+    for (i, gate) in gates {
+        if let Err(e) = gate.await.unwrap_or(Err(CatalogError::Stopped)) {
+            errors[i] = Some(e);
+            all = false;
+        }
+    }
+    all
+}
+
+/// The operations' results, with a failed gate's error in place of its operation's.
+fn with_gate_errors(
+    mut results: Vec<Result<()>>,
+    errors: Vec<Option<CatalogError>>,
+) -> Vec<Result<()>> {
+    for (result, error) in results.iter_mut().zip(errors) {
+        if let Some(e) = error {
+            *result = Err(e);
+        }
+    }
+    results
 }
 
 /// Loads the pages the operations need into a view: the pages that may hold their keys
@@ -351,6 +407,8 @@ async fn load(
         dirty_by_ops: 0,
         now_us,
         layout,
+        current: 0,
+        gates: Vec::new(),
     };
     for (i, rows) in contents.iter().enumerate() {
         for row in rows.iter() {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrow::datatypes::Schema;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
-use tarn::Table;
+use tarn::{CreateBuilder, Table};
 
 use crate::catalog::{Catalog, TableInfo, child};
 use crate::engine::{Needs, Op, View};
@@ -151,13 +151,15 @@ impl Catalog {
         .await
     }
 
-    /// Creates a table: its Tarn table first, in a new folder under the root, then its
-    /// entry. The folder is named `<8 hex digits>-<name>` so that tables spread over S3's
-    /// key prefixes.
+    /// Creates a table: its Tarn table, in a new folder under the root, and its entry.
+    /// The folder is named `<8 hex digits>-<name>` so that tables spread over S3's key
+    /// prefixes. The table's version 0 is written once the entry's checks pass, while the
+    /// manifest page is written, and the entry commits only after it landed, so an entry
+    /// never points at nothing.
     ///
-    /// Fails with [`CatalogError::AlreadyExists`] (the table created is removed),
+    /// Fails with [`CatalogError::AlreadyExists`] (a table made meanwhile is removed),
     /// [`CatalogError::NotFound`] when the namespace does not exist, and as creating a
-    /// Tarn table does.
+    /// Tarn table does (then no entry is made).
     pub async fn create_table(
         &self,
         id: &ObjectId,
@@ -171,42 +173,24 @@ impl Catalog {
                 reason: "a table needs a name".into(),
             });
         }
-        // Checked before the table is made, so a name taken costs no table; the commit
-        // of the entry checks again.
-        let snapshot = self.snapshot().await?;
-        let parent = id.parent();
-        if !parent.is_root()
-            && self
-                .row(&snapshot, &parent.key())
-                .await?
-                .is_none_or(|r| r.object_type != NAMESPACE)
-        {
-            return Err(CatalogError::NotFound {
-                kind: NAMESPACE,
-                id: parent.key(),
-            });
-        }
-        if let Some(row) = self.row(&snapshot, &id.key()).await? {
-            return Err(CatalogError::AlreadyExists {
-                kind: kind_name(&row.object_type),
-                id: id.key(),
-            });
-        }
         let location = table_folder(id);
         let mut builder = Table::create_at(child(&self.inner.root, &location)?)
             .with_arrow_schema(schema)
-            .with_partition_columns(partition_columns);
+            .with_partition_columns(partition_columns)
+            .with_fresh_location();
         for (k, v) in &metadata.properties {
             builder = builder.with_property(k.clone(), v.clone());
         }
-        let table = builder.execute().await?;
-        match self.insert_table(id, &location, metadata.clone()).await {
+        match self
+            .insert_table(id, &location, metadata.clone(), Some(builder))
+            .await
+        {
             Ok(()) => Ok(TableInfo {
                 id: id.clone(),
                 url: format!("{}/{}", self.inner.url.trim_end_matches('/'), location),
                 location,
                 metadata,
-                version: Some(table.version()),
+                version: Some(0),
             }),
             Err(e) => {
                 let _ = self.purge(&location).await;
@@ -225,7 +209,8 @@ impl Catalog {
     ) -> Result<TableInfo> {
         metadata.declared = true;
         let location = table_folder(id);
-        self.insert_table(id, &location, metadata.clone()).await?;
+        self.insert_table(id, &location, metadata.clone(), None)
+            .await?;
         Ok(TableInfo {
             id: id.clone(),
             url: format!("{}/{}", self.inner.url.trim_end_matches('/'), location),
@@ -253,7 +238,8 @@ impl Catalog {
                 location: location.to_string(),
                 reason: format!("no Delta table there: {e}"),
             })?;
-        self.insert_table(id, &relative, metadata.clone()).await?;
+        self.insert_table(id, &relative, metadata.clone(), None)
+            .await?;
         Ok(TableInfo {
             id: id.clone(),
             url: format!("{}/{}", self.inner.url.trim_end_matches('/'), relative),
@@ -263,11 +249,14 @@ impl Catalog {
         })
     }
 
+    /// Adds a table's entry; with `create`, the table is created once the entry's checks
+    /// pass, and the entry commits only if that succeeded.
     async fn insert_table(
         &self,
         id: &ObjectId,
         location: &str,
         metadata: ObjectMetadata,
+        mut create: Option<CreateBuilder>,
     ) -> Result<()> {
         let (key, parent) = (id.key(), id.parent());
         let location = location.to_string();
@@ -290,6 +279,13 @@ impl Catalog {
                     created_at: now,
                     updated_at: now,
                 });
+                // Started once: a rerun after a conflict finds the table made.
+                if let Some(builder) = create.take() {
+                    view.commit_after(tokio::spawn(async move {
+                        builder.execute().await?;
+                        Ok(())
+                    }));
+                }
                 Ok(())
             }),
         })

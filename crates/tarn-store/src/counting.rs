@@ -105,19 +105,33 @@ struct Counters {
     completed_depth: AtomicU64,
     /// Deepest chain among requests that have started.
     max_depth: AtomicU64,
+    /// Resets so far: a request started before the last one does not lengthen the
+    /// chain measured after it.
+    epoch: AtomicU64,
+}
+
+/// Where a request sits in the chain: the reset it started after, and its depth.
+#[derive(Debug, Clone, Copy)]
+struct Depth {
+    epoch: u64,
+    depth: u64,
 }
 
 impl Counters {
     /// A request starts: it may depend on everything that has finished, so its depth is one
     /// more than the deepest finished chain.
-    fn begin(&self) -> u64 {
+    fn begin(&self) -> Depth {
+        let epoch = self.epoch.load(Ordering::SeqCst);
         let depth = self.completed_depth.load(Ordering::SeqCst) + 1;
         self.max_depth.fetch_max(depth, Ordering::SeqCst);
-        depth
+        Depth { epoch, depth }
     }
 
-    fn end(&self, depth: u64) {
-        self.completed_depth.fetch_max(depth, Ordering::SeqCst);
+    fn end(&self, started: Depth) {
+        if started.epoch == self.epoch.load(Ordering::SeqCst) {
+            self.completed_depth
+                .fetch_max(started.depth, Ordering::SeqCst);
+        }
     }
 }
 
@@ -151,6 +165,7 @@ impl RequestCounter {
     /// Sets every count back to zero, to measure the next operation on its own.
     pub fn reset(&self) {
         let c = &self.counters;
+        c.epoch.fetch_add(1, Ordering::SeqCst);
         for a in [
             &c.puts,
             &c.multipart_requests,
@@ -181,7 +196,7 @@ impl RequestCounter {
 /// abandoned.
 struct Finish {
     counters: Arc<Counters>,
-    depth: u64,
+    depth: Depth,
 }
 
 impl Drop for Finish {
@@ -536,5 +551,35 @@ mod tests {
         assert_eq!((counts.bytes_written, counts.bytes_read), (3, 0));
         assert_eq!(counts.critical_path, 3);
         assert_eq!(counts.requests(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_request_started_before_a_reset_does_not_lengthen_the_next_chain() {
+        let slow = crate::LatencyStore::new(
+            InMemory::new(),
+            crate::LatencyProfile::s3_express().scaled(0.5),
+            1,
+        );
+        let store = Arc::new(CountingStore::new(slow));
+        let counter = store.counter();
+        for i in 0..3 {
+            store
+                .put(&Path::from(format!("p{i}")), "x".into())
+                .await
+                .unwrap();
+        }
+        // A fourth request in the chain, still running when the counter is reset.
+        let background = Arc::clone(&store);
+        let late = tokio::spawn(async move {
+            background
+                .put(&Path::from("late"), "x".into())
+                .await
+                .unwrap();
+        });
+        tokio::task::yield_now().await;
+        counter.reset();
+        late.await.unwrap();
+        store.put(&Path::from("q"), "x".into()).await.unwrap();
+        assert_eq!(counter.take().critical_path, 1);
     }
 }
