@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, ObjectStoreExt};
 use tarn_store::{
-    CacheOptions, CacheStore, CountingStore, LatencyProfile, LatencyStore, RequestCounter,
-    RequestCounts, StoreLocation, StoreOptions,
+    CacheOptions, CacheStore, CountingStore, HedgePolicy, HedgedStore, LatencyProfile,
+    LatencyStore, RequestCounter, RequestCounts, StoreLocation, StoreOptions,
 };
 
 /// A location wrapped for measurement: latency replayed (if a profile is given) under a
@@ -60,8 +60,18 @@ pub fn wrap(location: StoreLocation, profile: &LatencyProfile, seed: u64) -> Mea
     };
     let counting = CountingStore::new(store);
     let counter = counting.counter();
+    // Over a replayed profile, hedge small PUTs as an S3 store does; the counter sees
+    // both copies.
+    let store: Arc<dyn ObjectStore> = if profile.name == "none" {
+        Arc::new(counting)
+    } else {
+        Arc::new(HedgedStore::new(
+            Arc::new(counting) as Arc<dyn ObjectStore>,
+            HedgePolicy::default(),
+        ))
+    };
     Measured {
-        location: location.with_store(Arc::new(counting)),
+        location: location.with_store(store),
         counter,
     }
 }

@@ -14,7 +14,7 @@ use object_store::path::Path;
 use tarn_store::conformance::run_all;
 use tarn_store::{
     CacheOptions, CacheStore, Cacheability, CountingStore, Fault, FaultOp, FaultRule, FaultStore,
-    LatencyProfile, LatencyStore,
+    HedgePolicy, HedgedStore, LatencyProfile, LatencyStore,
 };
 use tarn_tests::minio::s3;
 use tarn_tests::unique;
@@ -48,6 +48,34 @@ async fn counting_and_latency_wrappers_conform() {
     );
     let latency = LatencyStore::new(inner, LatencyProfile::s3_express().scaled(0.1), 42);
     run_all(Arc::new(latency), &prefix()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_puts_conform_on_memory_and_minio() {
+    // Hedge at the median after 1 ms, over a store with a long tail: many PUTs are sent
+    // twice, put-if-absent among them.
+    let policy = HedgePolicy {
+        min_delay: std::time::Duration::from_millis(1),
+        quantile: 0.5,
+        window: 8,
+        ..HedgePolicy::default()
+    };
+    let minio = s3().location("conformance-hedged");
+    let targets: [(&str, Arc<dyn ObjectStore>, Path); 2] = [
+        ("memory", Arc::new(InMemory::new()), prefix()),
+        ("minio", Arc::clone(minio.store()), minio.root().clone()),
+    ];
+    for (name, inner, root) in targets {
+        let latency = LatencyStore::new(inner, LatencyProfile::s3_standard().scaled(0.1), 11);
+        let hedged = Arc::new(HedgedStore::new(
+            Arc::new(latency) as Arc<dyn ObjectStore>,
+            policy,
+        ));
+        run_all(Arc::clone(&hedged) as Arc<dyn ObjectStore>, &root)
+            .await
+            .unwrap();
+        assert!(hedged.hedged() > 0, "{name}: nothing was hedged");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

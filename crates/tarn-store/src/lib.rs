@@ -8,6 +8,9 @@
 //!   round trips an operation waited on one after another.
 //! - [`LatencyStore`] sleeps per request following a named, seeded [`LatencyProfile`]
 //!   (`s3-standard`, `s3-express`) to replay S3 behaviour on one machine.
+//! - [`HedgedStore`] sends a second copy of a small PUT that runs past the 90th
+//!   percentile of those seen so far, and takes the first answer that settles it; S3
+//!   stores opened here are hedged.
 //! - [`FaultStore`] injects seeded failures (before or after a request takes effect,
 //!   5xx, 409, timeouts, truncated reads, slow listings) on paths matching a pattern.
 //! - [`CacheStore`] keeps byte ranges of immutable objects (data files, deletion vectors,
@@ -25,6 +28,7 @@ mod cache;
 mod counting;
 mod error;
 mod fault;
+mod hedge;
 mod latency;
 mod location;
 mod random;
@@ -35,6 +39,7 @@ pub use cache::{CacheOptions, CacheStats, CacheStore, Cacheability, Classifier, 
 pub use counting::{CountingStore, RequestCounter, RequestCounts};
 pub use error::{Error, Result};
 pub use fault::{Fault, FaultControl, FaultOp, FaultRule, FaultStore, InjectedFault, is_injected};
+pub use hedge::{HedgePolicy, HedgedStore};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
 pub use location::{StoreLocation, StoreOptions, open, open_with_options};
 pub use random::SplitMix64;

@@ -13,6 +13,7 @@ use object_store::path::Path;
 use url::Url;
 
 use crate::error::{Error, Result};
+use crate::hedge::{HedgePolicy, HedgedStore};
 
 /// Options for opening a store, on top of what the environment (`AWS_*`) provides.
 ///
@@ -266,6 +267,8 @@ fn open_s3(raw: &str, url: &Url, options: &StoreOptions) -> Result<StoreLocation
     })?;
     let normalised = format!("s3://{bucket}/{root}");
     let url = Url::parse(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
+    // S3's latency tail is long: small PUTs running long get a second copy.
+    let store = HedgedStore::new(store, HedgePolicy::default());
     Ok(StoreLocation::new(url, Arc::new(store), root))
 }
 

@@ -12,8 +12,8 @@ use tarn::StoreLocation;
 use tarn_bench::catalog::Rng;
 use tarn_bench::concurrency::{LevelSummary, OpRecord};
 use tarn_store::{
-    CountingStore, Fault, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
-    RequestCounter,
+    CountingStore, Fault, FaultOp, FaultRule, FaultStore, HedgePolicy, HedgedStore, LatencyProfile,
+    LatencyStore, RequestCounter,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -43,7 +43,8 @@ pub(crate) fn open_ack_log(
     Ok((done, log))
 }
 
-/// The location as a worker sees it: faults, then latency, then counting.
+/// The location as a worker sees it: faults, then latency, then counting, then (over a
+/// replayed profile) the hedging an S3 store does.
 pub(crate) fn worker_location(
     common: &Common,
     fault_rate: f64,
@@ -63,12 +64,17 @@ pub(crate) fn worker_location(
         store = Arc::new(faulty);
     }
     let profile = LatencyProfile::by_name(&common.profile)?;
-    if profile.name != "none" {
+    let replayed = profile.name != "none";
+    if replayed {
         store = Arc::new(LatencyStore::new(store, profile, seed));
     }
     let counting = CountingStore::new(store);
     let counter = counting.counter();
-    Ok((location.with_store(Arc::new(counting)), counter))
+    let mut store: Arc<dyn ObjectStore> = Arc::new(counting);
+    if replayed && !common.no_hedge {
+        store = Arc::new(HedgedStore::new(store, HedgePolicy::default()));
+    }
+    Ok((location.with_store(store), counter))
 }
 
 /// Prints a record as a JSON line for the coordinator.
@@ -84,6 +90,7 @@ pub(crate) fn worker_command(common: &Common, worker: &WorkerArgs) -> Result<Com
     command
         .arg("worker")
         .args(["--url", &common.url, "--profile", &common.profile])
+        .args(common.no_hedge.then_some("--no-hedge"))
         .args(["--kind", worker.kind.name()])
         .args([
             "--id",

@@ -50,6 +50,10 @@ pub(crate) struct Common {
     /// Latency profile replayed in every worker: none, s3-standard or s3-express.
     #[arg(long, default_value = "none")]
     pub(crate) profile: String,
+    /// Do not hedge slow small PUTs over the replayed profile (an `s3://` URL is hedged
+    /// by its store either way).
+    #[arg(long)]
+    pub(crate) no_hedge: bool,
     /// Append every summary as a JSON line to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
