@@ -58,6 +58,7 @@ async fn hedged_puts_conform_on_memory_and_minio() {
         min_delay: std::time::Duration::from_millis(1),
         quantile: 0.5,
         window: 8,
+        warm_up: 2,
         ..HedgePolicy::default()
     };
     let minio = s3().location("conformance-hedged");

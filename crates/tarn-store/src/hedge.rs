@@ -41,8 +41,11 @@ pub struct HedgePolicy {
     pub quantile: f64,
     /// PUTs larger than this are never hedged.
     pub max_bytes: usize,
-    /// PUT times remembered; hedging starts once a quarter of them are known.
+    /// PUT times remembered.
     pub window: usize,
+    /// PUT times known before hedging starts (with few, the quantile is the slowest
+    /// seen, so early hedges are rare).
+    pub warm_up: usize,
 }
 
 impl Default for HedgePolicy {
@@ -52,6 +55,7 @@ impl Default for HedgePolicy {
             quantile: 0.9,
             max_bytes: 1024 * 1024,
             window: 128,
+            warm_up: 8,
         }
     }
 }
@@ -85,7 +89,7 @@ impl<T: ObjectStore> HedgedStore<T> {
     /// The wait before a second copy, once enough PUT times are known.
     fn delay(&self) -> Option<Duration> {
         let observed = self.observed.lock().unwrap_or_else(|p| p.into_inner());
-        if observed.len() < (self.policy.window / 4).max(1) {
+        if observed.len() < self.policy.warm_up.max(1) {
             return None;
         }
         let mut sorted: Vec<Duration> = observed.iter().copied().collect();
@@ -271,6 +275,7 @@ mod tests {
             HedgePolicy {
                 min_delay: Duration::from_millis(10),
                 window: 16,
+                warm_up: 4,
                 ..HedgePolicy::default()
             },
         );
