@@ -245,6 +245,11 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         worker.ops.max(0) as usize,
     )?;
     let catalog = open(location.clone()).await?;
+    if worker.kind == WorkerKind::CatalogWrite {
+        // A writer's handle is open before its timed mutations: the manifest is loaded
+        // (the open on its own is what `catalog-cold-read --op open` measures).
+        catalog.snapshot().await?;
+    }
     if worker.kind == WorkerKind::CatalogWarmRead
         && let Some(first) = targets.first()
     {
