@@ -7,13 +7,21 @@
 //! on the first. A commit waits on two PUTs one after the other (a manifest page or index
 //! segment, then the log entry), so their tails add up; hedging cuts each.
 //!
-//! Only small PUTs are hedged (a large upload's time is its transfer, not its tail), and
-//! only those that create or overwrite (never ones conditioned on an ETag). The delay is
-//! learnt: the 90th percentile of the PUT times seen so far, never under a floor, so one
-//! PUT in ten or fewer is sent twice. Two copies of one PUT agree on what landed: for a
-//! put-if-absent, either copy succeeding means ours is in place; both refused means
-//! another writer's is; a refusal beside an error is reported as the error, since the
-//! copy that failed may be the one that landed (the caller reads the object back).
+//! Only small PUTs are hedged (a large upload's time is its transfer, not its tail): a
+//! put-if-absent, or an overwrite of an object whose name is never reused (a data file,
+//! deletion vector or index object, as [`delta_objects`] tells), since a late copy of an
+//! overwrite of anything else (`_last_checkpoint`) could land over a newer version.
+//! ETag-conditioned PUTs are never hedged. The delay is learnt: the 90th percentile of the
+//! PUT times seen so far (a hedged PUT counts the time its answer took), never under a
+//! floor, so about one PUT in ten is sent twice.
+//!
+//! For a put-if-absent, either copy succeeding means ours is in place. Both refused is
+//! reported as a refusal, and a refusal beside an error as the error, since the copy that
+//! failed may be the one that landed; a caller that must know reads the object back (S3
+//! also answers 409 to two overlapping conditional PUTs, so a refusal alone never proves
+//! another writer's object is there). Once an answer is returned, no copy of a
+//! put-if-absent is left in flight that could still land: either ours landed, or both
+//! copies were answered.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -31,6 +39,8 @@ use object_store::{
     PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 use std::ops::Range;
+
+use crate::cache::{Cacheability, delta_objects};
 
 /// When a PUT gets a second copy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -133,7 +143,11 @@ impl<T: ObjectStore> ObjectStore for HedgedStore<T> {
         opts: PutOptions,
     ) -> Result<PutResult> {
         let hedgeable = payload.content_length() <= self.policy.max_bytes
-            && matches!(opts.mode, PutMode::Overwrite | PutMode::Create);
+            && match opts.mode {
+                PutMode::Create => true,
+                PutMode::Overwrite => delta_objects(location) == Cacheability::Immutable,
+                PutMode::Update(_) => false,
+            };
         if !hedgeable {
             return self.inner.put_opts(location, payload, opts).await;
         }
@@ -151,15 +165,17 @@ impl<T: ObjectStore> ObjectStore for HedgedStore<T> {
             }
             Either::Right(((), first)) => first,
         };
-        // The first copy ran past the delay: its time is at least that.
-        self.observe(delay);
         self.hedged.fetch_add(1, Ordering::Relaxed);
         let second = self.inner.put_opts(location, payload, opts);
-        match select(first, second).await {
+        let settled = match select(first, second).await {
             Either::Left((Ok(done), _)) | Either::Right((Ok(done), _)) => Ok(done),
             Either::Left((Err(a), second)) => second.await.map_err(|b| settle(a, b)),
             Either::Right((Err(b), first)) => first.await.map_err(|a| settle(a, b)),
-        }
+        };
+        // The time the answer took, past the delay: when PUTs slow down for good, the
+        // delay rises with them rather than hedging every PUT.
+        self.observe(started.elapsed());
+        settled
     }
 
     async fn put_multipart_opts(
@@ -281,7 +297,7 @@ mod tests {
         );
         for i in 0..4 {
             store
-                .put(&Path::from(format!("warm/{i}")), "w".into())
+                .put(&Path::from(format!("warm/{i}.parquet")), "w".into())
                 .await
                 .unwrap();
         }
@@ -302,17 +318,28 @@ mod tests {
     async fn a_slow_put_is_answered_by_its_second_copy() {
         let store = warmed(&[(LONG, Duration::ZERO)]).await;
         let started = Instant::now();
-        store.put(&Path::from("a"), "data".into()).await.unwrap();
+        store
+            .put(&Path::from("a.parquet"), "data".into())
+            .await
+            .unwrap();
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(store.hedged(), 1);
-        let bytes = store.get(&Path::from("a")).await.unwrap().bytes().await;
+        let bytes = store
+            .get(&Path::from("a.parquet"))
+            .await
+            .unwrap()
+            .bytes()
+            .await;
         assert_eq!(bytes.unwrap(), "data");
     }
 
     #[tokio::test]
     async fn a_quick_put_is_sent_once() {
         let store = warmed(&[]).await;
-        store.put(&Path::from("a"), "data".into()).await.unwrap();
+        store
+            .put(&Path::from("a.parquet"), "data".into())
+            .await
+            .unwrap();
         assert_eq!(store.hedged(), 0);
     }
 
@@ -359,11 +386,24 @@ mod tests {
             .lock()
             .unwrap()
             .push_back((Duration::from_millis(300), Duration::ZERO));
-        cold.put(&Path::from("a"), "x".into()).await.unwrap();
+        cold.put(&Path::from("a.parquet"), "x".into())
+            .await
+            .unwrap();
         assert_eq!(cold.hedged(), 0, "nothing learnt yet");
         let store = warmed(&[(Duration::from_millis(300), Duration::ZERO)]).await;
         let big = vec![0u8; 2 * 1024 * 1024];
-        store.put(&Path::from("big"), big.into()).await.unwrap();
+        store
+            .put(&Path::from("big.parquet"), big.into())
+            .await
+            .unwrap();
+        assert_eq!(store.hedged(), 0);
+    }
+
+    #[tokio::test]
+    async fn overwrites_of_objects_that_change_are_not_hedged() {
+        let store = warmed(&[(Duration::from_millis(300), Duration::ZERO)]).await;
+        let hint = Path::from("t/_delta_log/_last_checkpoint");
+        store.put(&hint, "{}".into()).await.unwrap();
         assert_eq!(store.hedged(), 0);
     }
 
