@@ -5,6 +5,7 @@
 //! newest state: a create finds the name taken, a drop finds it gone.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow::datatypes::Schema;
 use futures::TryStreamExt;
@@ -159,7 +160,9 @@ impl Catalog {
     ///
     /// Fails with [`CatalogError::AlreadyExists`] (a table made meanwhile is removed),
     /// [`CatalogError::NotFound`] when the namespace does not exist, and as creating a
-    /// Tarn table does (then no entry is made).
+    /// Tarn table does (a bad schema or partition column before anything is written;
+    /// then no entry is made). When the entry's commit has an unknown outcome, the table
+    /// is kept, since the entry may point at it.
     pub async fn create_table(
         &self,
         id: &ObjectId,
@@ -181,8 +184,14 @@ impl Catalog {
         for (k, v) in &metadata.properties {
             builder = builder.with_property(k.clone(), v.clone());
         }
+        builder.validate()?;
+        let created = Arc::new(AtomicBool::new(false));
+        let creation = Creation {
+            builder,
+            created: Arc::clone(&created),
+        };
         match self
-            .insert_table(id, &location, metadata.clone(), Some(builder))
+            .insert_table(id, &location, metadata.clone(), Some(creation))
             .await
         {
             Ok(()) => Ok(TableInfo {
@@ -193,7 +202,11 @@ impl Catalog {
                 version: Some(0),
             }),
             Err(e) => {
-                let _ = self.purge(&location).await;
+                // Only a table this call made goes, and not when the entry may have
+                // landed after all.
+                if created.load(Ordering::SeqCst) && !outcome_unknown(&e) {
+                    let _ = self.purge(&location).await;
+                }
                 Err(e)
             }
         }
@@ -256,7 +269,7 @@ impl Catalog {
         id: &ObjectId,
         location: &str,
         metadata: ObjectMetadata,
-        mut create: Option<CreateBuilder>,
+        mut create: Option<Creation>,
     ) -> Result<()> {
         let (key, parent) = (id.key(), id.parent());
         let location = location.to_string();
@@ -280,9 +293,10 @@ impl Catalog {
                     updated_at: now,
                 });
                 // Started once: a rerun after a conflict finds the table made.
-                if let Some(builder) = create.take() {
+                if let Some(Creation { builder, created }) = create.take() {
                     view.commit_after(tokio::spawn(async move {
                         builder.execute().await?;
+                        created.store(true, Ordering::SeqCst);
                         Ok(())
                     }));
                 }
@@ -533,6 +547,21 @@ fn table_folder(id: &ObjectId) -> String {
         .take(64)
         .collect();
     format!("{}-{leaf}", &random[..8])
+}
+
+/// A table to create before its entry commits, and whether it was.
+struct Creation {
+    builder: CreateBuilder,
+    created: Arc<AtomicBool>,
+}
+
+/// Whether the error leaves the manifest commit's outcome unknown.
+fn outcome_unknown(error: &CatalogError) -> bool {
+    match error {
+        CatalogError::Table(tarn::Error::CommitStateUnknown { .. }) => true,
+        CatalogError::Batch(inner) => outcome_unknown(inner),
+        _ => false,
+    }
 }
 
 fn kind_name(object_type: &str) -> &'static str {

@@ -132,6 +132,30 @@ impl CreateBuilder {
         self
     }
 
+    /// Checks the schema and partition columns without writing anything, so a caller
+    /// that must do other work before [`execute`](Self::execute) can refuse bad input
+    /// first.
+    ///
+    /// Fails as [`execute`](Self::execute) does for them: [`Error::InvalidArgument`]
+    /// without a schema or for bad column names or partition columns, and
+    /// [`Error::InvalidSchema`] for Arrow types Delta lacks.
+    pub fn validate(&self) -> Result<()> {
+        let schema = self.delta_schema()?;
+        validate_schema(&schema)?;
+        validate_partition_columns(&schema, &self.partition_columns)
+    }
+
+    fn delta_schema(&self) -> Result<StructType> {
+        match (&self.schema, &self.arrow_schema) {
+            (Some(s), _) => Ok(s.clone()),
+            (None, Some(a)) => StructType::try_from_arrow(a),
+            (None, None) => Err(Error::InvalidArgument {
+                name: "schema",
+                reason: "a table needs a schema".into(),
+            }),
+        }
+    }
+
     /// Writes version 0.
     ///
     /// Fails with [`Error::InvalidArgument`] without a schema or for bad column names
@@ -143,16 +167,7 @@ impl CreateBuilder {
             Target::Url(url, options) => tarn_store::open_with_options(url, options)?,
             Target::Location(location) => location.clone(),
         };
-        let schema = match (self.schema, &self.arrow_schema) {
-            (Some(s), _) => s,
-            (None, Some(a)) => StructType::try_from_arrow(a)?,
-            (None, None) => {
-                return Err(Error::InvalidArgument {
-                    name: "schema",
-                    reason: "a table needs a schema".into(),
-                });
-            }
-        };
+        let schema = self.delta_schema()?;
         validate_schema(&schema)?;
         validate_partition_columns(&schema, &self.partition_columns)?;
         let existing = if self.fresh_location {
