@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod fixtures;
+pub mod gate;
 pub mod golden;
 pub mod minio;
 pub mod python;

@@ -117,6 +117,10 @@ pub(crate) fn worker_command(common: &Common, worker: &WorkerArgs) -> Result<Com
     if let Some(log) = &worker.ack_log {
         command.arg("--ack-log").arg(log);
     }
+    // The default retry policy of every table and catalog in the worker reads it.
+    if common.no_group_commit {
+        command.env("TARN_GROUP_COMMIT", "off");
+    }
     Ok(command)
 }
 

@@ -54,6 +54,10 @@ pub(crate) struct Common {
     /// by its store either way).
     #[arg(long)]
     pub(crate) no_hedge: bool,
+    /// Turn group commit off in the worker processes this command starts (it sets
+    /// `TARN_GROUP_COMMIT=off` for them; set it yourself for a worker run by hand).
+    #[arg(long)]
+    pub(crate) no_group_commit: bool,
     /// Append every summary as a JSON line to this file.
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,

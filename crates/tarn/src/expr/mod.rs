@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::protocol::{DataType, PrimitiveType, StructType};
 
 /// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum CmpOp {
     /// `=`
     Eq,
@@ -78,7 +78,7 @@ impl CmpOp {
 }
 
 /// An arithmetic operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ArithOp {
     /// `+`
     Add,
@@ -102,7 +102,9 @@ impl ArithOp {
 }
 
 /// A column reference: a top-level column, or a path into nested structs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct ColumnName(Vec<String>);
 
 impl ColumnName {
@@ -129,7 +131,7 @@ impl fmt::Display for ColumnName {
 }
 
 /// A predicate or value expression.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Expr {
     /// A column's value.
     Column(ColumnName),

@@ -44,7 +44,7 @@ pub enum ValueError {
 }
 
 /// A single typed value, or null.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Scalar {
     /// Null of any type.
     Null,

@@ -22,8 +22,8 @@ use crate::error::{Error, Result};
 use crate::protocol::Action;
 use crate::protocol::actions::ActionLine;
 use crate::protocol::names::{
-    CheckpointKind, DELTA_LOG_DIR, LAST_CHECKPOINT, LogFileKind, parse_log_file_name,
-    version_prefix,
+    CheckpointKind, DELTA_LOG_DIR, LAST_CHECKPOINT, LogFileKind, PROPOSALS_DIR,
+    parse_log_file_name, parse_proposal_file_name, version_prefix,
 };
 
 /// How many log objects are fetched at once.
@@ -63,6 +63,22 @@ pub(crate) struct LogListing {
     pub(crate) checkpoints: BTreeMap<i64, CheckpointFiles>,
     /// Whether the listing started at version 0 (so it is complete).
     pub(crate) from_start: bool,
+    /// Group-commit proposals waiting in `_tarn_proposals/`, whatever their base.
+    pub(crate) proposals: Vec<ProposalRef>,
+}
+
+/// A group-commit proposal seen in a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ProposalRef {
+    /// The version its writer read up to: it may join versions `base + 1` to
+    /// `base + window`.
+    pub(crate) base: i64,
+    /// When its writer began to commit, in milliseconds.
+    pub(crate) stamp: i64,
+    /// Its writer's `txnId`.
+    pub(crate) txn_id: String,
+    /// The object.
+    pub(crate) location: Path,
 }
 
 impl LogListing {
@@ -129,6 +145,12 @@ fn group_listing(dir: &Path, listed: Vec<ObjectMeta>, start: i64) -> LogListing 
     let mut parts: BTreeMap<(i64, u32), BTreeMap<u32, ObjectMeta>> = BTreeMap::new();
     let depth = dir.parts_count() + 1;
     for meta in listed {
+        if meta.location.parts_count() == depth + 1
+            && let Some(proposal) = proposal_ref(dir, &meta.location)
+        {
+            listing.proposals.push(proposal);
+            continue;
+        }
         if meta.location.parts_count() != depth {
             continue;
         }
@@ -180,6 +202,21 @@ fn group_listing(dir: &Path, listed: Vec<ObjectMeta>, start: i64) -> LogListing 
         }
     }
     listing
+}
+
+/// The proposal at `location`, when it is one: `<dir>/_tarn_proposals/<name>`.
+fn proposal_ref(dir: &Path, location: &Path) -> Option<ProposalRef> {
+    let mut parts = location.parts().skip(dir.parts_count());
+    if parts.next()?.as_ref() != PROPOSALS_DIR {
+        return None;
+    }
+    let (base, stamp, txn_id) = parse_proposal_file_name(parts.next()?.as_ref())?;
+    Some(ProposalRef {
+        base,
+        stamp,
+        txn_id,
+        location: location.clone(),
+    })
 }
 
 /// `_last_checkpoint`: the hint of the newest checkpoint.

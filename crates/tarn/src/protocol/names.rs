@@ -7,6 +7,9 @@ pub const DELTA_LOG_DIR: &str = "_delta_log";
 pub const LAST_CHECKPOINT: &str = "_last_checkpoint";
 /// The folder of V2 checkpoint sidecars, in the log folder.
 pub const SIDECARS_DIR: &str = "_sidecars";
+/// The folder of group-commit proposals, in the log folder: writers waiting for a
+/// version publish their prepared commits here for whoever wins it to carry.
+pub const PROPOSALS_DIR: &str = "_tarn_proposals";
 /// The prefix of the metadata domains of index segments: `tarn.index.<name>.<id>`.
 pub const INDEX_SEGMENT_DOMAIN_PREFIX: &str = "tarn.index.";
 
@@ -105,9 +108,46 @@ pub fn version_prefix(version: i64) -> String {
     format!("{version:020}")
 }
 
+/// A group-commit proposal's name: `<base:020>.<stamp:013>.<txnId>.json`, where `base`
+/// is the version its writer read up to and `stamp` when the writer began to commit
+/// (milliseconds), so a listing orders proposals oldest first within a base.
+pub fn proposal_file_name(base: i64, stamp: i64, txn_id: &str) -> String {
+    format!("{base:020}.{stamp:013}.{txn_id}.json")
+}
+
+/// A proposal's `(base, stamp, txnId)` from its file name; `None` for anything else.
+pub fn parse_proposal_file_name(name: &str) -> Option<(i64, i64, String)> {
+    let stem = name.strip_suffix(".json")?;
+    let mut parts = stem.splitn(3, '.');
+    let base = parts.next()?;
+    let stamp = parts.next()?;
+    let txn_id = parts.next()?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if base.len() != 20 || !digits(base) || !digits(stamp) || txn_id.is_empty() {
+        return None;
+    }
+    Some((base.parse().ok()?, stamp.parse().ok()?, txn_id.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proposal_names_round_trip_and_refuse_others() {
+        let name = proposal_file_name(7, 1_700_000_000_000, "a-b");
+        assert_eq!(name, "00000000000000000007.1700000000000.a-b.json");
+        assert_eq!(
+            parse_proposal_file_name(&name),
+            Some((7, 1_700_000_000_000, "a-b".into()))
+        );
+        assert_eq!(parse_proposal_file_name("00000000000000000007.json"), None);
+        assert_eq!(parse_proposal_file_name("7.1.x.json"), None);
+        assert_eq!(
+            parse_proposal_file_name("00000000000000000007.x1.y.json"),
+            None
+        );
+    }
 
     #[test]
     fn log_file_names_parse_to_version_and_kind() {

@@ -16,12 +16,14 @@
 //!
 //! One file per mechanism: `policy` (isolation levels, retries), `put` (the
 //! put-if-absent protocol), `commit_info` (what a commit says of itself), `conflict`
-//! (Delta's conflict checker), `rebase` (uniting concurrent deletion vectors),
+//! (Delta's conflict checker), `rebase` (uniting concurrent deletion vectors), `group` (group commit across
+//! processes),
 //! `checkpoint` (background checkpoints) and `transaction` (the API).
 
 mod checkpoint;
 mod commit_info;
 mod conflict;
+mod group;
 mod policy;
 mod put;
 mod rebase;

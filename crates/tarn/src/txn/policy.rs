@@ -33,6 +33,18 @@ impl IsolationLevel {
             Self::StrictSerializable => "StrictSerializable",
         }
     }
+
+    /// The level [`name`](Self::name) gives `name`; `None` for any other text.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Self::SnapshotIsolation,
+            Self::WriteSerializable,
+            Self::Serializable,
+            Self::StrictSerializable,
+        ]
+        .into_iter()
+        .find(|l| l.name() == name)
+    }
 }
 
 /// How often and how patiently a commit retries after losing the race for a version,
@@ -48,6 +60,12 @@ pub struct RetryPolicy {
     /// Reads of a version whose PUT had an unknown outcome before giving up with
     /// [`Error::CommitStateUnknown`](crate::Error::CommitStateUnknown).
     pub max_outcome_reads: u32,
+    /// Group commit: after losing a race, publish the prepared commit as a proposal that
+    /// whoever wins a later version may carry, and carry other writers' proposals when
+    /// this commit wins. On by default; off, every writer commits alone. The environment
+    /// variable `TARN_GROUP_COMMIT=off` turns it off in the default policy, so a whole
+    /// process (a benchmark worker, say) can be measured without it.
+    pub group_commit: bool,
 }
 
 impl Default for RetryPolicy {
@@ -57,8 +75,17 @@ impl Default for RetryPolicy {
             base_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(200),
             max_outcome_reads: 5,
+            group_commit: group_commit_by_default(),
         }
     }
+}
+
+/// Group commit is on unless `TARN_GROUP_COMMIT` says `off`, `false` or `0`.
+fn group_commit_by_default() -> bool {
+    !matches!(
+        std::env::var("TARN_GROUP_COMMIT").as_deref(),
+        Ok("off" | "false" | "0")
+    )
 }
 
 impl RetryPolicy {

@@ -18,7 +18,7 @@ use super::RetryPolicy;
 use super::commit_info::{CommitInfoParts, commit_info, txn_id_of};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::log::{CommitFile, list_log, log_dir, parse_commit, read_commits};
+use crate::log::{CommitFile, ProposalRef, list_log, log_dir, parse_commit, read_commits};
 use crate::protocol::Action;
 use crate::protocol::names::commit_file_name;
 
@@ -35,8 +35,9 @@ pub(crate) enum PutOutcome {
     /// Our commit is in place (written now, or by an earlier attempt whose answer was
     /// lost).
     Committed,
-    /// Other writers hold the version: their commits from it up to the newest, in order.
-    Taken(Vec<Winner>),
+    /// Other writers hold the version: their commits from it up to the newest, in order,
+    /// and the group-commit proposals the listing showed.
+    Taken(Vec<Winner>, Vec<ProposalRef>),
 }
 
 /// Why a commit's PUT gave no outcome.
@@ -100,12 +101,13 @@ async fn read_back(
 }
 
 /// The commits after `version`, read in parallel after one LIST, so a writer that fell
-/// behind catches up in one round trip rather than one lost race per version.
+/// behind catches up in one round trip rather than one lost race per version; and the
+/// group-commit proposals the same LIST showed.
 pub(crate) async fn commits_after(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
-) -> Result<Vec<Winner>> {
+) -> Result<(Vec<Winner>, Vec<ProposalRef>)> {
     let listing = list_log(store, root, version + 1).await?;
     let files: Vec<CommitFile> = (version + 1..)
         .map_while(|v| {
@@ -116,7 +118,7 @@ pub(crate) async fn commits_after(
         })
         .collect();
     let bodies = read_commits(store, &files).await?;
-    Ok(files
+    let winners = files
         .into_iter()
         .zip(bodies)
         .map(|(f, actions)| Winner {
@@ -124,7 +126,8 @@ pub(crate) async fn commits_after(
             file_time: f.meta.last_modified.timestamp_millis(),
             actions,
         })
-        .collect())
+        .collect();
+    Ok((winners, listing.proposals))
 }
 
 /// Writes a commit with put-if-absent and finds out what happened, whatever the PUT
@@ -197,12 +200,14 @@ pub(crate) async fn put_commit(
             None => commits_after(store, root, version).await,
         };
         let mut winners = vec![winner];
+        let mut proposals = Vec::new();
         // The first winner is enough to rebase on; should the listing fail, the next
         // attempt finds the rest.
-        if let Ok(later) = later {
+        if let Ok((later, listed)) = later {
             winners.extend(later);
+            proposals = listed;
         }
-        return Ok(PutOutcome::Taken(winners));
+        return Ok(PutOutcome::Taken(winners, proposals));
     }
     Err(PutError::Unknown(last_error))
 }
@@ -245,7 +250,7 @@ pub(crate) async fn commit_create(
             all.extend_from_slice(actions);
             Ok((timestamp, all))
         }
-        Ok(PutOutcome::Taken(_)) => Err(Error::TableAlreadyExists {
+        Ok(PutOutcome::Taken(..)) => Err(Error::TableAlreadyExists {
             url: location.url().to_string(),
             version: 0,
         }),

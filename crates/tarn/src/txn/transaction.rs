@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use object_store::path::Path;
 use roaring::RoaringTreemap;
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -11,13 +12,14 @@ use uuid::Uuid;
 use super::checkpoint::{CheckpointTask, maybe_checkpoint};
 use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
+use super::group;
 use super::put::{PutOutcome, encode_commit, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
-use crate::log::{CommitFile, list_log, read_commits};
+use crate::log::{CommitFile, ProposalRef, list_log, read_commits};
 use crate::paths;
 use crate::protocol::features::ensure_writable;
 use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX;
@@ -372,18 +374,66 @@ impl Transaction {
         let dv_paths: BTreeSet<String> = dv_changes.iter().map(|c| c.path.clone()).collect();
         let mut base = snapshot.clone();
         let mut rebased_over = Vec::new();
-        for attempt in 1..=self.retry.max_attempts {
-            let wait = self.retry.backoff(attempt);
+        let root = snapshot.location().root();
+        // Group commit: the proposal this writer published (its base and path), what it
+        // read of other writers' commits and proposals, and the proposals last listed.
+        let stamp = self.clock.now_ms();
+        let mut published: Option<(i64, Path)> = None;
+        let mut memory = group::Memory::default();
+        let mut listed: Vec<ProposalRef> = Vec::new();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // A published proposal may still be carried until its window has passed: the
+            // writer keeps reading (and racing) until then, so it never reports a failure
+            // that a later commit would contradict. Each lost race moves the window on.
+            let window_open = published
+                .as_ref()
+                .is_some_and(|(b, _)| base.version() < b + group::WINDOW);
+            if attempt > self.retry.max_attempts && !window_open {
+                break;
+            }
+            let wait = self.retry.backoff(attempt.min(self.retry.max_attempts));
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
             let version = base.version() + 1;
+            // After a lost race, publish this commit for others to carry (once per window).
+            let proposal = (self.retry.group_commit
+                && attempt > 1
+                && published.is_none()
+                && attempt <= self.retry.max_attempts)
+                .then(|| {
+                    group::Proposal {
+                        txn_id: txn_id.clone(),
+                        base: base.version(),
+                        isolation: self.isolation,
+                        operation: self.operation.clone(),
+                        blind_append: blind,
+                        reads: self.reads.clone(),
+                        actions: actions.clone(),
+                    }
+                    .carriable(!dv_changes.is_empty())
+                })
+                .flatten();
+            let proposal_path = group::proposal_path(root, base.version(), stamp, &txn_id);
+            let own = group::Own {
+                txn_id: &txn_id,
+                operation: &self.operation,
+                blind_append: blind,
+                actions: &actions,
+            };
+            let carried = if self.retry.group_commit && !listed.is_empty() {
+                group::gather(&base, version, &own, &listed, &mut memory).await
+            } else {
+                group::Group::default()
+            };
             // Commit timestamps never go backwards, whatever this machine's clock says.
             let timestamp = self
                 .clock
                 .now_ms()
                 .max(base.latest_commit_timestamp_ms() + 1);
-            let info = commit_info(CommitInfoParts {
+            let mut info = commit_info(CommitInfoParts {
                 timestamp,
                 operation: &self.operation,
                 parameters: &self.parameters,
@@ -393,18 +443,34 @@ impl Transaction {
                 blind_append: blind,
                 txn_id: &txn_id,
             });
-            let body = encode_commit(&info, &actions)?;
-            let root = snapshot.location().root();
-            match put_commit(store.as_ref(), root, version, body, &txn_id, &self.retry).await {
+            group::mark_group(&mut info, &carried);
+            let mut all_actions = actions.clone();
+            all_actions.extend(carried.actions.iter().cloned());
+            let body = encode_commit(&info, &all_actions)?;
+            // The proposal goes up beside the commit's PUT, off the critical path: should
+            // the PUT lose, the next winner may carry it.
+            let (put, ()) = futures::join!(
+                put_commit(store.as_ref(), root, version, body, &txn_id, &self.retry),
+                async {
+                    if let Some(body) = &proposal {
+                        group::publish(store.as_ref(), &proposal_path, body.clone()).await;
+                    }
+                }
+            );
+            if proposal.is_some() {
+                published = Some((base.version(), proposal_path));
+            }
+            match put {
                 Err(e) => return Err(e.into_error(root, version, &txn_id)),
                 Ok(PutOutcome::Committed) => {
                     let mut all = vec![info];
-                    all.extend(actions);
+                    all.extend(all_actions);
                     let mut committed = base.with_commit(version, timestamp, all)?;
                     let checkpoint = maybe_checkpoint(&committed, &self.clock);
                     if checkpoint.is_some() {
                         committed.note_checkpoint(version);
                     }
+                    self.forget_proposals(&published, &listed, version, &memory);
                     return Ok(CommitOutcome {
                         version,
                         attempts: attempt,
@@ -414,12 +480,29 @@ impl Transaction {
                         snapshot: committed,
                     });
                 }
-                Ok(PutOutcome::Taken(winners)) => {
+                Ok(PutOutcome::Taken(winners, proposals)) => {
+                    listed = proposals;
                     // Other writers won: check each against what we did, then rebase.
                     for winner in winners {
                         let ts = commit_timestamp(&winner.actions)
                             .unwrap_or(winner.file_time)
                             .max(base.latest_commit_timestamp_ms() + 1);
+                        memory
+                            .commits
+                            .insert(winner.version, winner.actions.clone());
+                        // Carried by another writer's commit: committed there.
+                        if group::names(&winner.actions, &txn_id) {
+                            let committed = base.with_commit(winner.version, ts, winner.actions)?;
+                            self.forget_proposals(&published, &listed, winner.version, &memory);
+                            return Ok(CommitOutcome {
+                                version: winner.version,
+                                attempts: attempt,
+                                txn_id: txn_id.clone(),
+                                rebased_over,
+                                checkpoint: None,
+                                snapshot: committed,
+                            });
+                        }
                         let winning = WinningCommit {
                             version: winner.version,
                             actions: winner.actions,
@@ -430,7 +513,20 @@ impl Transaction {
                             actions: &actions,
                             dv_paths: &dv_paths,
                         };
-                        let rebases = check(&ours, &base, &winning)?;
+                        // A conflict is final: every committer runs the same check on our
+                        // proposal against this commit, so none will carry it past here.
+                        let rebases = match check(&ours, &base, &winning) {
+                            Ok(rebases) => rebases,
+                            Err(e) => {
+                                self.forget_proposals(
+                                    &published,
+                                    &listed,
+                                    winning.version,
+                                    &memory,
+                                );
+                                return Err(e);
+                            }
+                        };
                         for rebase in rebases {
                             merge_deletion_vectors(
                                 &base,
@@ -445,13 +541,38 @@ impl Transaction {
                         base = base.with_commit(winning.version, ts, winning.actions)?;
                         rebased_over.push(winning.version);
                     }
+                    // A window that has passed without this commit: nothing will carry
+                    // the proposal any more; a later attempt may publish a new one.
+                    if published
+                        .as_ref()
+                        .is_some_and(|(b, _)| base.version() >= b + group::WINDOW)
+                    {
+                        published = None;
+                    }
                 }
             }
         }
         Err(Error::CommitRetriesExhausted {
-            attempts: self.retry.max_attempts,
+            attempts: attempt - 1,
             version: base.version() + 1,
         })
+    }
+
+    /// Deletes, in the background, this writer's decided proposal and the proposals known
+    /// to be decided at `latest`.
+    fn forget_proposals(
+        &self,
+        published: &Option<(i64, Path)>,
+        listed: &[ProposalRef],
+        latest: i64,
+        memory: &group::Memory,
+    ) {
+        let mut paths = group::decided(listed, latest, memory);
+        if let Some((_, path)) = published {
+            paths.push(path.clone());
+        }
+        let store = Arc::clone(self.snapshot.location().store());
+        group::forget(store, paths);
     }
 
     /// A read-only transaction: under `StrictSerializable`, its reads must still hold at

@@ -1,0 +1,544 @@
+//! Group commit across processes: a writer that lost the race for a version publishes its
+//! prepared commit as a *proposal*, and whoever wins a later version carries every
+//! proposal that passes the conflict checker, so one put-if-absent commits the work of
+//! many writers.
+//!
+//! A proposal `_delta_log/_tarn_proposals/<base>.<stamp>.<txnId>.json` holds a header
+//! (the writer's `txnId`, the version `base` it read up to, its isolation level and read
+//! set) and its actions. It may join only versions `base + 1 ..= base + WINDOW`, and only
+//! when no commit in between names its `txnId` (in `commitInfo.txnId`, or in the
+//! `tarnGroup` list of a commit that carried proposals). So a proposal commits at most
+//! once, and once version `base + WINDOW` exists its writer knows the outcome for good
+//! by reading the commits of the window. Readers see only commits.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::IsolationLevel;
+use super::conflict::{Ours, ReadSet, WinningCommit, check};
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::log::{LOG_READ_CONCURRENCY, ProposalRef, log_dir, parse_commit};
+use crate::protocol::names::{PROPOSALS_DIR, commit_file_name, proposal_file_name};
+use crate::protocol::{Action, CommitInfo};
+use crate::snapshot::Snapshot;
+
+/// How many versions after its base a proposal may join.
+pub(crate) const WINDOW: i64 = 8;
+/// The most proposals one commit carries.
+const MAX_GROUP: usize = 128;
+/// The most bytes of proposals one commit carries.
+const MAX_GROUP_BYTES: usize = 8 << 20;
+/// The `commitInfo` field listing the `txnId`s of the proposals a commit carried.
+pub(crate) const GROUP_FIELD: &str = "tarnGroup";
+
+/// A prepared commit waiting to be carried.
+#[derive(Debug, Clone)]
+pub(crate) struct Proposal {
+    pub(crate) txn_id: String,
+    pub(crate) base: i64,
+    pub(crate) isolation: IsolationLevel,
+    pub(crate) operation: String,
+    pub(crate) blind_append: bool,
+    pub(crate) reads: ReadSet,
+    pub(crate) actions: Vec<Action>,
+}
+
+/// A proposal's first line.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Header {
+    txn_id: String,
+    base: i64,
+    window: i64,
+    isolation: String,
+    operation: String,
+    blind_append: bool,
+    reads: WireReads,
+}
+
+/// A read set as written in a proposal.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReads {
+    whole_table: bool,
+    predicates: Vec<Expr>,
+    files: Vec<String>,
+    app_ids: Vec<String>,
+    domains: Vec<String>,
+    meta_domains: Vec<String>,
+}
+
+/// The wrapper key of a proposal's header line.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeaderLine {
+    tarn_proposal: Header,
+}
+
+impl Proposal {
+    /// The proposal's body: its header, then its actions, one JSON line each.
+    pub(crate) fn encode(&self) -> Result<Bytes> {
+        let reads = &self.reads;
+        let header = HeaderLine {
+            tarn_proposal: Header {
+                txn_id: self.txn_id.clone(),
+                base: self.base,
+                window: WINDOW,
+                isolation: self.isolation.name().into(),
+                operation: self.operation.clone(),
+                blind_append: self.blind_append,
+                reads: WireReads {
+                    whole_table: reads.whole_table,
+                    predicates: reads.predicates.clone(),
+                    files: reads.files.iter().cloned().collect(),
+                    app_ids: reads.app_ids.iter().cloned().collect(),
+                    domains: reads.domains.iter().cloned().collect(),
+                    meta_domains: reads.meta_domains.iter().cloned().collect(),
+                },
+            },
+        };
+        let serialize = |source| Error::Serialize {
+            what: "a group-commit proposal".into(),
+            source,
+        };
+        let mut body = serde_json::to_vec(&header).map_err(serialize)?;
+        body.push(b'\n');
+        for action in &self.actions {
+            serde_json::to_writer(&mut body, action).map_err(serialize)?;
+            body.push(b'\n');
+        }
+        Ok(Bytes::from(body))
+    }
+
+    /// Parses a proposal's body. Fails with [`Error::InvalidCommit`] (at version `base`)
+    /// for a malformed one.
+    pub(crate) fn decode(base: i64, bytes: &Bytes) -> Result<Self> {
+        let split = bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .unwrap_or(bytes.len());
+        let invalid = |reason: String| Error::InvalidCommit {
+            version: base,
+            line: 1,
+            reason,
+        };
+        let line: HeaderLine =
+            serde_json::from_slice(&bytes[..split]).map_err(|e| invalid(e.to_string()))?;
+        let h = line.tarn_proposal;
+        let isolation = IsolationLevel::from_name(&h.isolation)
+            .ok_or_else(|| invalid(format!("unknown isolation level {}", h.isolation)))?;
+        let actions = parse_commit(base, &bytes.slice((split + 1).min(bytes.len())..))?;
+        Ok(Self {
+            txn_id: h.txn_id,
+            base: h.base,
+            isolation,
+            operation: h.operation,
+            blind_append: h.blind_append,
+            reads: ReadSet {
+                whole_table: h.reads.whole_table,
+                predicates: h.reads.predicates,
+                files: h.reads.files.into_iter().collect(),
+                app_ids: h.reads.app_ids.into_iter().collect(),
+                domains: h.reads.domains.into_iter().collect(),
+                meta_domains: h.reads.meta_domains.into_iter().collect(),
+            },
+            actions,
+        })
+    }
+
+    /// Whether another writer can carry this work: no metadata or protocol change (it
+    /// would conflict with every other member) and no deletion vector that a concurrent
+    /// change might have to be merged into (only its own writer can merge it), and a body
+    /// that reads back as written.
+    pub(crate) fn carriable(&self, has_dv_changes: bool) -> Option<Bytes> {
+        let plain = self.actions.iter().all(|a| {
+            !matches!(
+                a,
+                Action::Metadata(_) | Action::Protocol(_) | Action::CommitInfo(_)
+            )
+        });
+        if has_dv_changes || !plain || self.actions.is_empty() {
+            return None;
+        }
+        let body = self.encode().ok()?;
+        // Predicates holding NaN or the like do not survive JSON: such work commits alone.
+        let back = Self::decode(self.base, &body).ok()?;
+        (back.reads.predicates == self.reads.predicates && back.actions == self.actions)
+            .then_some(body)
+    }
+}
+
+/// Where a proposal of `base` by `txn_id` lives.
+pub(crate) fn proposal_path(root: &Path, base: i64, stamp: i64, txn_id: &str) -> Path {
+    log_dir(root)
+        .join(PROPOSALS_DIR)
+        .join(proposal_file_name(base, stamp, txn_id))
+}
+
+/// Publishes a proposal with put-if-absent. Its outcome does not matter to the caller:
+/// a failed PUT may still have landed, so the writer treats its proposal as published
+/// either way.
+pub(crate) async fn publish(store: &dyn ObjectStore, path: &Path, body: Bytes) {
+    let _ = store
+        .put_opts(
+            path,
+            PutPayload::from_bytes(body),
+            PutOptions::from(PutMode::Create),
+        )
+        .await;
+}
+
+/// Deletes proposals in the background: they are decided, and a shorter folder lists
+/// faster. Best effort; a proposal left behind is ignored once its window has passed.
+pub(crate) fn forget(store: Arc<dyn ObjectStore>, paths: Vec<Path>) {
+    if paths.is_empty() || tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
+    tokio::spawn(async move {
+        futures::stream::iter(paths)
+            .for_each_concurrent(LOG_READ_CONCURRENCY, |p| {
+                let store = Arc::clone(&store);
+                async move {
+                    let _ = store.delete(&p).await;
+                }
+            })
+            .await;
+    });
+}
+
+/// Whether a commit's actions name `txn_id`: as its own `commitInfo.txnId`, or among the
+/// proposals it carried.
+pub(crate) fn names(actions: &[Action], txn_id: &str) -> bool {
+    actions.iter().any(|a| match a {
+        Action::CommitInfo(c) => {
+            c.txn_id.as_deref() == Some(txn_id)
+                || c.other
+                    .get(GROUP_FIELD)
+                    .and_then(Value::as_array)
+                    .is_some_and(|ids| ids.iter().any(|v| v.as_str() == Some(txn_id)))
+        }
+        _ => false,
+    })
+}
+
+/// Records in `info` (a `commitInfo`) the proposals the commit carries, and whether the
+/// whole commit is still a blind append.
+pub(crate) fn mark_group(info: &mut Action, group: &Group) {
+    if let Action::CommitInfo(c) = info
+        && !group.txn_ids.is_empty()
+    {
+        let ids = group.txn_ids.iter().cloned().map(Value::from).collect();
+        c.other.insert(GROUP_FIELD.into(), Value::Array(ids));
+        if !group.blind_append {
+            c.other.insert("isBlindAppend".into(), Value::from(false));
+        }
+    }
+}
+
+/// The proposals a commit carries.
+#[derive(Debug, Default)]
+pub(crate) struct Group {
+    /// Their actions, in order.
+    pub(crate) actions: Vec<Action>,
+    /// Their `txnId`s, in order.
+    pub(crate) txn_ids: Vec<String>,
+    /// Whether every one of them is a blind append.
+    pub(crate) blind_append: bool,
+}
+
+/// What the committer itself commits, as a member of its group.
+pub(crate) struct Own<'a> {
+    pub(crate) txn_id: &'a str,
+    pub(crate) operation: &'a str,
+    pub(crate) blind_append: bool,
+    pub(crate) actions: &'a [Action],
+}
+
+/// What a committer remembers across the attempts of one commit.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    /// Commits read, by version.
+    pub(crate) commits: BTreeMap<i64, Vec<Action>>,
+    /// Proposals read, by path, with their size (`None`: unreadable or gone).
+    proposals: HashMap<Path, Option<(Arc<Proposal>, usize)>>,
+}
+
+/// The proposals `refs` that may join `version`, checked in order (oldest first) against
+/// the commits after their base and against the members before them (the committer's own
+/// work first), as if each had committed alone in that order. Proposals that fail a check
+/// are left out: they stay eligible for later versions, where the same check decides
+/// again. Never fails: a proposal that cannot be read or checked is left out.
+pub(crate) async fn gather(
+    base: &Snapshot,
+    version: i64,
+    own: &Own<'_>,
+    refs: &[ProposalRef],
+    memory: &mut Memory,
+) -> Group {
+    let mut candidates: Vec<&ProposalRef> = refs
+        .iter()
+        .filter(|r| r.txn_id != own.txn_id && r.base < version && r.base + WINDOW >= version)
+        .collect();
+    candidates.sort_by(|a, b| (a.stamp, &a.txn_id).cmp(&(b.stamp, &b.txn_id)));
+    candidates.truncate(MAX_GROUP);
+    let mut group = Group {
+        blind_append: true,
+        ..Group::default()
+    };
+    if candidates.is_empty() {
+        return group;
+    }
+    let store = Arc::clone(base.location().store());
+    let root = base.location().root().clone();
+    let oldest = candidates.iter().map(|r| r.base).min().unwrap_or(version);
+    let missing: Vec<i64> = (oldest + 1..version)
+        .filter(|v| !memory.commits.contains_key(v))
+        .collect();
+    let unread: Vec<ProposalRef> = candidates
+        .iter()
+        .filter(|r| !memory.proposals.contains_key(&r.location))
+        .map(|r| (*r).clone())
+        .collect();
+    let (commits, proposals) = futures::join!(
+        read_versions(store.as_ref(), &root, missing),
+        read_proposals(store.as_ref(), unread)
+    );
+    memory.commits.extend(commits);
+    memory.proposals.extend(proposals);
+
+    let no_paths = Default::default();
+    let mut members: Vec<WinningCommit> = vec![member(
+        version,
+        own.operation,
+        own.blind_append,
+        own.actions,
+    )];
+    let mut bytes = 0;
+    for r in candidates {
+        let Some(Some((proposal, size))) = memory.proposals.get(&r.location) else {
+            continue;
+        };
+        // Every version between its base and ours must be known, and none may name it.
+        let between: Option<Vec<(i64, &Vec<Action>)>> = (proposal.base + 1..version)
+            .map(|v| memory.commits.get(&v).map(|a| (v, a)))
+            .collect();
+        let Some(between) = between else { continue };
+        if proposal.txn_id != r.txn_id
+            || proposal.base != r.base
+            || between.iter().any(|(_, a)| names(a, &proposal.txn_id))
+        {
+            continue;
+        }
+        let ours = Ours {
+            isolation: proposal.isolation,
+            reads: &proposal.reads,
+            actions: &proposal.actions,
+            dv_paths: &no_paths,
+        };
+        let clean =
+            |winner: &WinningCommit| matches!(check(&ours, base, winner), Ok(r) if r.is_empty());
+        let passes = between.iter().all(|(v, actions)| {
+            clean(&WinningCommit {
+                version: *v,
+                actions: (*actions).clone(),
+            })
+        }) && members.iter().all(clean);
+        if !passes || bytes + *size > MAX_GROUP_BYTES {
+            continue;
+        }
+        bytes += size;
+        members.push(member(
+            version,
+            &proposal.operation,
+            proposal.blind_append,
+            &proposal.actions,
+        ));
+        group.actions.extend(proposal.actions.iter().cloned());
+        group.txn_ids.push(proposal.txn_id.clone());
+        group.blind_append &= proposal.blind_append;
+    }
+    group
+}
+
+/// A member of a group as the checker sees a commit: its actions behind a `commitInfo`
+/// that says whether it is a blind append.
+fn member(version: i64, operation: &str, blind_append: bool, actions: &[Action]) -> WinningCommit {
+    let mut other = Map::new();
+    other.insert("isBlindAppend".into(), Value::from(blind_append));
+    let info = Action::CommitInfo(CommitInfo {
+        timestamp: None,
+        in_commit_timestamp: None,
+        operation: Some(operation.to_string()),
+        txn_id: None,
+        other,
+    });
+    WinningCommit {
+        version,
+        actions: std::iter::once(info)
+            .chain(actions.iter().cloned())
+            .collect(),
+    }
+}
+
+/// Reads commits by version; one that cannot be read is left out.
+async fn read_versions(
+    store: &dyn ObjectStore,
+    root: &Path,
+    versions: Vec<i64>,
+) -> Vec<(i64, Vec<Action>)> {
+    let dir = log_dir(root);
+    futures::stream::iter(versions)
+        .map(|v| {
+            let path = dir.clone().join(commit_file_name(v));
+            async move {
+                let bytes = store.get(&path).await.ok()?.bytes().await.ok()?;
+                parse_commit(v, &bytes).ok().map(|a| (v, a))
+            }
+        })
+        .buffer_unordered(LOG_READ_CONCURRENCY)
+        .filter_map(|r| async move { r })
+        .collect()
+        .await
+}
+
+/// Reads proposals; one that is gone or malformed reads as `None`.
+async fn read_proposals(
+    store: &dyn ObjectStore,
+    refs: Vec<ProposalRef>,
+) -> Vec<(Path, Option<(Arc<Proposal>, usize)>)> {
+    futures::stream::iter(refs)
+        .map(|r| async move {
+            let read = async {
+                let bytes = store.get(&r.location).await.ok()?.bytes().await.ok()?;
+                let size = bytes.len();
+                Proposal::decode(r.base, &bytes)
+                    .ok()
+                    .map(|p| (Arc::new(p), size))
+            };
+            (r.location.clone(), read.await)
+        })
+        .buffer_unordered(LOG_READ_CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// Proposals whose window has passed at `latest` (the newest version known), or that a
+/// known commit carried: nothing will include them any more.
+pub(crate) fn decided(refs: &[ProposalRef], latest: i64, memory: &Memory) -> Vec<Path> {
+    refs.iter()
+        .filter(|r| {
+            r.base + WINDOW <= latest
+                || memory
+                    .commits
+                    .range(r.base + 1..)
+                    .any(|(_, a)| names(a, &r.txn_id))
+        })
+        .map(|r| r.location.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::{col, lit};
+    use crate::protocol::Txn;
+
+    fn proposal(actions: Vec<Action>, predicate: Expr) -> Proposal {
+        let mut reads = ReadSet::default();
+        reads.predicates.push(predicate);
+        reads.files.insert("part=A/f.parquet".into());
+        reads.app_ids.insert("app".into());
+        Proposal {
+            txn_id: "t-1".into(),
+            base: 41,
+            isolation: IsolationLevel::WriteSerializable,
+            operation: "DELETE".into(),
+            blind_append: false,
+            reads,
+            actions,
+        }
+    }
+
+    fn txn(version: i64) -> Action {
+        Action::Txn(Txn {
+            app_id: "app".into(),
+            version,
+            last_updated: None,
+        })
+    }
+
+    #[test]
+    fn a_proposal_reads_back_as_written() {
+        let p = proposal(
+            vec![txn(3)],
+            col("id").gt_eq(lit(7i64)).and(col("s").eq(lit("x"))),
+        );
+        let body = p.carriable(false).expect("carriable");
+        let back = Proposal::decode(41, &body).unwrap();
+        assert_eq!(back.txn_id, "t-1");
+        assert_eq!(back.base, 41);
+        assert_eq!(back.isolation, IsolationLevel::WriteSerializable);
+        assert_eq!(back.operation, "DELETE");
+        assert_eq!(back.reads.predicates, p.reads.predicates);
+        assert_eq!(back.reads.files, p.reads.files);
+        assert_eq!(back.reads.app_ids, p.reads.app_ids);
+        assert_eq!(back.actions, p.actions);
+    }
+
+    #[test]
+    fn work_only_its_writer_can_finish_is_not_carriable() {
+        let plain = || proposal(vec![txn(1)], col("id").eq(lit(1i64)));
+        assert!(plain().carriable(false).is_some());
+        // A deletion vector a concurrent change may have to be merged into.
+        assert!(plain().carriable(true).is_none());
+        // A commitInfo is the committer's to write.
+        let info = member(0, "WRITE", true, &[]).actions.remove(0);
+        assert!(
+            proposal(vec![info], col("id").eq(lit(1i64)))
+                .carriable(false)
+                .is_none()
+        );
+        // A predicate that JSON cannot hold (NaN) would read back as another one.
+        assert!(
+            proposal(vec![txn(1)], col("x").lt(lit(f64::NAN)))
+                .carriable(false)
+                .is_none()
+        );
+        assert!(
+            proposal(Vec::new(), col("id").eq(lit(1i64)))
+                .carriable(false)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_commit_names_its_own_txn_id_and_those_it_carried() {
+        let mut info = member(5, "WRITE", true, &[]).actions.remove(0);
+        if let Action::CommitInfo(c) = &mut info {
+            c.txn_id = Some("own".into());
+        }
+        let group = Group {
+            actions: Vec::new(),
+            txn_ids: vec!["a".into(), "b".into()],
+            blind_append: false,
+        };
+        mark_group(&mut info, &group);
+        let actions = vec![info];
+        for id in ["own", "a", "b"] {
+            assert!(names(&actions, id), "{id}");
+        }
+        assert!(!names(&actions, "c"));
+        let Action::CommitInfo(c) = &actions[0] else {
+            unreachable!()
+        };
+        assert_eq!(c.other["isBlindAppend"], Value::from(false));
+    }
+}
