@@ -83,6 +83,9 @@ pub(crate) struct Caches {
     derived: Mutex<Option<(i64, &'static str, Shared)>>,
     /// Statistics and partition values parsed for planning, for one version.
     pub(crate) stats: crate::stats::columns::StatsSlot,
+    /// How many commits in a row from these snapshots lost a race: under sustained
+    /// contention a commit publishes its group-commit proposal beside its first PUT.
+    pub(crate) lost_races: std::sync::atomic::AtomicU32,
 }
 
 impl Default for Caches {
@@ -93,6 +96,7 @@ impl Default for Caches {
             dvs: Mutex::new(Lru::new(DV_BYTES)),
             derived: Mutex::new(None),
             stats: Default::default(),
+            lost_races: Default::default(),
         }
     }
 }

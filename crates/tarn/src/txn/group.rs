@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 
 use super::IsolationLevel;
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
+use crate::cache::Caches;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::log::{LOG_READ_CONCURRENCY, ProposalRef, log_dir, parse_commit};
@@ -30,8 +31,12 @@ use crate::protocol::names::{PROPOSALS_DIR, commit_file_name, proposal_file_name
 use crate::protocol::{Action, CommitInfo};
 use crate::snapshot::Snapshot;
 
-/// How many versions after its base a proposal may join.
-pub(crate) const WINDOW: i64 = 8;
+/// How many versions after its base a proposal of this writer may join. Wide, because a
+/// writer under contention publishes from the snapshot it has, often a few versions old;
+/// a wide window only delays the rare report of exhausted retries.
+pub(crate) const WINDOW: i64 = 32;
+/// The widest window a committer honours in a proposal written by another writer.
+const MAX_WINDOW: i64 = 1024;
 /// The most proposals one commit carries.
 const MAX_GROUP: usize = 128;
 /// The most bytes of proposals one commit carries.
@@ -44,6 +49,8 @@ pub(crate) const GROUP_FIELD: &str = "tarnGroup";
 pub(crate) struct Proposal {
     pub(crate) txn_id: String,
     pub(crate) base: i64,
+    /// How many versions after `base` it may join.
+    pub(crate) window: i64,
     pub(crate) isolation: IsolationLevel,
     pub(crate) operation: String,
     pub(crate) blind_append: bool,
@@ -91,7 +98,7 @@ impl Proposal {
             tarn_proposal: Header {
                 txn_id: self.txn_id.clone(),
                 base: self.base,
-                window: WINDOW,
+                window: self.window,
                 isolation: self.isolation.name().into(),
                 operation: self.operation.clone(),
                 blind_append: self.blind_append,
@@ -139,6 +146,7 @@ impl Proposal {
         Ok(Self {
             txn_id: h.txn_id,
             base: h.base,
+            window: h.window,
             isolation,
             operation: h.operation,
             blind_append: h.blind_append,
@@ -262,6 +270,39 @@ pub(crate) struct Own<'a> {
     pub(crate) actions: &'a [Action],
 }
 
+/// Whether a commit about to take `next` should read the listed proposal `r` (beside the
+/// commits it catches up with): one that may join `next` and that it has not read yet.
+pub(crate) fn wants(
+    r: &ProposalRef,
+    next: i64,
+    own_txn: &str,
+    memory: &Memory,
+    caches: &Caches,
+) -> bool {
+    r.txn_id != own_txn
+        && r.base < next
+        && r.base + MAX_WINDOW >= next
+        && !memory.proposals.contains_key(&r.location)
+        && caches
+            .object::<KeptProposal>(&kept_key(&r.location))
+            .is_none()
+}
+
+/// Decodes proposal bodies read beside a catch-up into the writer's memory and the table
+/// handle's cache.
+pub(crate) fn remember(bodies: Vec<(ProposalRef, Bytes)>, memory: &mut Memory, caches: &Caches) {
+    for (r, bytes) in bodies {
+        let read = Proposal::decode(r.base, &bytes)
+            .ok()
+            .map(|p| (Arc::new(p), bytes.len()));
+        if let Some((proposal, size)) = &read {
+            let kept = KeptProposal(Arc::clone(proposal), *size);
+            caches.keep_object(&kept_key(&r.location), Arc::new(kept));
+        }
+        memory.proposals.insert(r.location, read);
+    }
+}
+
 /// What a committer remembers across the attempts of one commit.
 #[derive(Debug, Default)]
 pub(crate) struct Memory {
@@ -285,7 +326,7 @@ pub(crate) async fn gather(
 ) -> Group {
     let mut candidates: Vec<&ProposalRef> = refs
         .iter()
-        .filter(|r| r.txn_id != own.txn_id && r.base < version && r.base + WINDOW >= version)
+        .filter(|r| r.txn_id != own.txn_id && r.base < version && r.base + MAX_WINDOW >= version)
         .collect();
     candidates.sort_by(|a, b| (a.stamp, &a.txn_id).cmp(&(b.stamp, &b.txn_id)));
     candidates.truncate(MAX_GROUP);
@@ -299,9 +340,28 @@ pub(crate) async fn gather(
     let store = Arc::clone(base.location().store());
     let root = base.location().root().clone();
     let oldest = candidates.iter().map(|r| r.base).min().unwrap_or(version);
+    let log = log_dir(&root);
+    let commit_key = |v: i64| format!("commit:{}", log.clone().join(commit_file_name(v)));
+    for v in oldest + 1..version {
+        if !memory.commits.contains_key(&v)
+            && let Some(kept) = base.caches().object::<Vec<Action>>(&commit_key(v))
+        {
+            memory.commits.insert(v, kept.as_ref().clone());
+        }
+    }
     let missing: Vec<i64> = (oldest + 1..version)
         .filter(|v| !memory.commits.contains_key(v))
         .collect();
+    // Proposals never change once written: the table handle keeps the ones it read, so
+    // a writer reads each proposal once, not once per commit.
+    let caches = base.caches();
+    for r in &candidates {
+        if let Some(kept) = caches.object::<KeptProposal>(&kept_key(&r.location)) {
+            memory
+                .proposals
+                .insert(r.location.clone(), Some((Arc::clone(&kept.0), kept.1)));
+        }
+    }
     let unread: Vec<ProposalRef> = candidates
         .iter()
         .filter(|r| !memory.proposals.contains_key(&r.location))
@@ -311,8 +371,18 @@ pub(crate) async fn gather(
         read_versions(store.as_ref(), &root, missing),
         read_proposals(store.as_ref(), unread)
     );
-    memory.commits.extend(commits);
-    memory.proposals.extend(proposals);
+    for (v, actions) in commits {
+        base.caches()
+            .keep_object(&commit_key(v), Arc::new(actions.clone()));
+        memory.commits.insert(v, actions);
+    }
+    for (path, read) in proposals {
+        if let Some((proposal, size)) = &read {
+            let kept = KeptProposal(Arc::clone(proposal), *size);
+            caches.keep_object(&kept_key(&path), Arc::new(kept));
+        }
+        memory.proposals.insert(path, read);
+    }
 
     let no_paths = Default::default();
     let mut members: Vec<WinningCommit> = vec![member(
@@ -333,6 +403,7 @@ pub(crate) async fn gather(
         let Some(between) = between else { continue };
         if proposal.txn_id != r.txn_id
             || proposal.base != r.base
+            || proposal.base + proposal.window.clamp(1, MAX_WINDOW) < version
             || between.iter().any(|(_, a)| names(a, &proposal.txn_id))
         {
             continue;
@@ -366,6 +437,14 @@ pub(crate) async fn gather(
         group.blind_append &= proposal.blind_append;
     }
     group
+}
+
+/// A proposal read, with its size, as the table handle's cache keeps it.
+struct KeptProposal(Arc<Proposal>, usize);
+
+/// The cache key of the proposal at `path`.
+fn kept_key(path: &Path) -> String {
+    format!("proposal:{path}")
 }
 
 /// A member of a group as the checker sees a commit: its actions behind a `commitInfo`
@@ -430,17 +509,13 @@ async fn read_proposals(
         .await
 }
 
-/// Proposals whose window has passed at `latest` (the newest version known), or that a
-/// known commit carried: nothing will include them any more.
-pub(crate) fn decided(refs: &[ProposalRef], latest: i64, memory: &Memory) -> Vec<Path> {
+/// Proposals whose window (the widest a committer honours) has passed at `latest` (the
+/// newest version known): nothing will include them any more. (A carried proposal is its own writer's to delete: were
+/// every writer to delete every decided one, the deletes would grow with the square of
+/// the writers.)
+pub(crate) fn lapsed(refs: &[ProposalRef], latest: i64) -> Vec<Path> {
     refs.iter()
-        .filter(|r| {
-            r.base + WINDOW <= latest
-                || memory
-                    .commits
-                    .range(r.base + 1..)
-                    .any(|(_, a)| names(a, &r.txn_id))
-        })
+        .filter(|r| r.base + MAX_WINDOW <= latest)
         .map(|r| r.location.clone())
         .collect()
 }
@@ -459,6 +534,7 @@ mod tests {
         Proposal {
             txn_id: "t-1".into(),
             base: 41,
+            window: WINDOW,
             isolation: IsolationLevel::WriteSerializable,
             operation: "DELETE".into(),
             blind_append: false,

@@ -8,6 +8,7 @@
 //! own `txnId` there means we committed, another means we lost.
 
 use bytes::Bytes;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde_json::{Map, Value};
@@ -18,7 +19,9 @@ use super::RetryPolicy;
 use super::commit_info::{CommitInfoParts, commit_info, txn_id_of};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::log::{CommitFile, ProposalRef, list_log, log_dir, parse_commit, read_commits};
+use crate::log::{
+    CommitFile, LOG_READ_CONCURRENCY, ProposalRef, list_log, log_dir, parse_commit, read_commits,
+};
 use crate::protocol::Action;
 use crate::protocol::names::commit_file_name;
 
@@ -37,8 +40,19 @@ pub(crate) enum PutOutcome {
     Committed,
     /// Other writers hold the version: their commits from it up to the newest, in order,
     /// and the group-commit proposals the listing showed.
-    Taken(Vec<Winner>, Vec<ProposalRef>),
+    Taken(Vec<Winner>, Listed),
 }
+
+/// The group-commit proposals a listing showed, and the bodies of those the caller
+/// wanted, read beside the commits.
+#[derive(Debug, Default)]
+pub(crate) struct Listed {
+    pub(crate) refs: Vec<ProposalRef>,
+    pub(crate) bodies: Vec<(ProposalRef, Bytes)>,
+}
+
+/// Which listed proposals to read, given the version a commit would take next.
+pub(crate) type Wanted<'a> = &'a (dyn Fn(&ProposalRef, i64) -> bool + Sync);
 
 /// Why a commit's PUT gave no outcome.
 pub(crate) enum PutError {
@@ -102,12 +116,13 @@ async fn read_back(
 
 /// The commits after `version`, read in parallel after one LIST, so a writer that fell
 /// behind catches up in one round trip rather than one lost race per version; and the
-/// group-commit proposals the same LIST showed.
+/// group-commit proposals the same LIST showed, the `wanted` ones read beside the commits.
 pub(crate) async fn commits_after(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
-) -> Result<(Vec<Winner>, Vec<ProposalRef>)> {
+    wanted: Wanted<'_>,
+) -> Result<(Vec<Winner>, Listed)> {
     let listing = list_log(store, root, version + 1).await?;
     let files: Vec<CommitFile> = (version + 1..)
         .map_while(|v| {
@@ -117,7 +132,18 @@ pub(crate) async fn commits_after(
             })
         })
         .collect();
-    let bodies = read_commits(store, &files).await?;
+    let next = files.last().map_or(version, |f| f.version) + 1;
+    let to_read: Vec<ProposalRef> = listing
+        .proposals
+        .iter()
+        .filter(|r| wanted(r, next))
+        .cloned()
+        .collect();
+    let (bodies, proposals) = futures::join!(
+        read_commits(store, &files),
+        read_proposal_bodies(store, to_read)
+    );
+    let bodies = bodies?;
     let winners = files
         .into_iter()
         .zip(bodies)
@@ -127,7 +153,27 @@ pub(crate) async fn commits_after(
             actions,
         })
         .collect();
-    Ok((winners, listing.proposals))
+    let listed = Listed {
+        refs: listing.proposals,
+        bodies: proposals,
+    };
+    Ok((winners, listed))
+}
+
+/// Reads proposals' bodies; one that is gone or unreadable is left out.
+async fn read_proposal_bodies(
+    store: &dyn ObjectStore,
+    refs: Vec<ProposalRef>,
+) -> Vec<(ProposalRef, Bytes)> {
+    futures::stream::iter(refs)
+        .map(|r| async move {
+            let bytes = store.get(&r.location).await.ok()?.bytes().await.ok()?;
+            Some((r, bytes))
+        })
+        .buffer_unordered(LOG_READ_CONCURRENCY)
+        .filter_map(|r| async move { r })
+        .collect()
+        .await
 }
 
 /// Writes a commit with put-if-absent and finds out what happened, whatever the PUT
@@ -141,6 +187,7 @@ pub(crate) async fn put_commit(
     body: Bytes,
     txn_id: &str,
     retry: &RetryPolicy,
+    wanted: Wanted<'_>,
 ) -> std::result::Result<PutOutcome, PutError> {
     let path = log_dir(root).join(commit_file_name(version));
     let mut last_error = String::new();
@@ -176,7 +223,7 @@ pub(crate) async fn put_commit(
         let (found, later) = if plain_loss {
             let (found, later) = futures::join!(
                 read_back(store, &path, version),
-                commits_after(store, root, version)
+                commits_after(store, root, version, wanted)
             );
             (found, Some(later))
         } else {
@@ -197,10 +244,10 @@ pub(crate) async fn put_commit(
         }
         let later = match later {
             Some(later) => later,
-            None => commits_after(store, root, version).await,
+            None => commits_after(store, root, version, wanted).await,
         };
         let mut winners = vec![winner];
-        let mut proposals = Vec::new();
+        let mut proposals = Listed::default();
         // The first winner is enough to rebase on; should the listing fail, the next
         // attempt finds the rest.
         if let Ok((later, listed)) = later {
@@ -242,6 +289,7 @@ pub(crate) async fn commit_create(
         body,
         &txn_id,
         &RetryPolicy::default(),
+        &|_, _| false,
     )
     .await
     {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use object_store::path::Path;
 use roaring::RoaringTreemap;
@@ -13,7 +14,7 @@ use super::checkpoint::{CheckpointTask, maybe_checkpoint};
 use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
 use super::group;
-use super::put::{PutOutcome, encode_commit, put_commit};
+use super::put::{self, PutOutcome, commits_after, encode_commit, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
 use crate::clock::{Clock, SystemClock};
@@ -26,6 +27,10 @@ use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX;
 use crate::protocol::{Action, Add, DomainMetadata, Metadata, Remove, Txn};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
+
+/// Commits in a row that lost a race after which a commit publishes its group-commit
+/// proposal beside its first PUT.
+const CONTENDED_AFTER: u32 = 2;
 
 /// What a commit did.
 #[derive(Debug, Clone)]
@@ -381,9 +386,20 @@ impl Transaction {
         let mut published: Option<(i64, Path)> = None;
         let mut memory = group::Memory::default();
         let mut listed: Vec<ProposalRef> = Vec::new();
+        // Under sustained contention (the last commits lost their races) a first PUT from
+        // a stale snapshot is likely to lose: catch up first (one LIST, which also shows
+        // the proposals to carry) while publishing, so the next winner can carry this.
+        let lost_races = &snapshot.caches().lost_races;
+        let contended = lost_races.load(Ordering::Relaxed) >= CONTENDED_AFTER;
+        let mut catch_up_first = contended && self.retry.group_commit;
+        let mut saw_contention = false;
         let mut attempt = 0;
         loop {
-            attempt += 1;
+            // The catch-up pass puts nothing, so it is not an attempt.
+            let catch_up_only = std::mem::take(&mut catch_up_first);
+            if !catch_up_only {
+                attempt += 1;
+            }
             // A published proposal may still be carried until its window has passed: the
             // writer keeps reading (and racing) until then, so it never reports a failure
             // that a later commit would contradict. Each lost race moves the window on.
@@ -400,13 +416,14 @@ impl Transaction {
             let version = base.version() + 1;
             // After a lost race, publish this commit for others to carry (once per window).
             let proposal = (self.retry.group_commit
-                && attempt > 1
+                && (attempt > 1 || contended)
                 && published.is_none()
                 && attempt <= self.retry.max_attempts)
                 .then(|| {
                     group::Proposal {
                         txn_id: txn_id.clone(),
                         base: base.version(),
+                        window: group::WINDOW,
                         isolation: self.isolation,
                         operation: self.operation.clone(),
                         blind_append: blind,
@@ -449,14 +466,36 @@ impl Transaction {
             let body = encode_commit(&info, &all_actions)?;
             // The proposal goes up beside the commit's PUT, off the critical path: should
             // the PUT lose, the next winner may carry it.
-            let (put, ()) = futures::join!(
-                put_commit(store.as_ref(), root, version, body, &txn_id, &self.retry),
-                async {
-                    if let Some(body) = &proposal {
-                        group::publish(store.as_ref(), &proposal_path, body.clone()).await;
-                    }
+            // Proposals the catch-up after a lost race reads beside the winning commits.
+            let caches = Arc::clone(base.caches());
+            let wanted_proposals = |r: &ProposalRef, next: i64| {
+                self.retry.group_commit && group::wants(r, next, &txn_id, &memory, &caches)
+            };
+            let wanted: put::Wanted<'_> = &wanted_proposals;
+            let put_or_catch_up = async {
+                if !catch_up_only {
+                    return put_commit(
+                        store.as_ref(),
+                        root,
+                        version,
+                        body,
+                        &txn_id,
+                        &self.retry,
+                        wanted,
+                    )
+                    .await;
                 }
-            );
+                // Nothing learnt when the catch-up fails: the PUT finds out.
+                let (winners, listed) = commits_after(store.as_ref(), root, base.version(), wanted)
+                    .await
+                    .unwrap_or_default();
+                Ok(PutOutcome::Taken(winners, listed))
+            };
+            let (put, ()) = futures::join!(put_or_catch_up, async {
+                if let Some(body) = &proposal {
+                    group::publish(store.as_ref(), &proposal_path, body.clone()).await;
+                }
+            });
             if proposal.is_some() {
                 published = Some((base.version(), proposal_path));
             }
@@ -470,7 +509,12 @@ impl Transaction {
                     if checkpoint.is_some() {
                         committed.note_checkpoint(version);
                     }
-                    self.forget_proposals(&published, &listed, version, &memory);
+                    self.forget_proposals(&published, &listed, version);
+                    if attempt == 1 && !saw_contention {
+                        lost_races.store(0, Ordering::Relaxed);
+                    } else {
+                        lost_races.fetch_add(1, Ordering::Relaxed);
+                    }
                     return Ok(CommitOutcome {
                         version,
                         attempts: attempt,
@@ -481,7 +525,10 @@ impl Transaction {
                     });
                 }
                 Ok(PutOutcome::Taken(winners, proposals)) => {
-                    listed = proposals;
+                    saw_contention |=
+                        !catch_up_only || !winners.is_empty() || !proposals.refs.is_empty();
+                    group::remember(proposals.bodies, &mut memory, base.caches());
+                    listed = proposals.refs;
                     // Other writers won: check each against what we did, then rebase.
                     for winner in winners {
                         let ts = commit_timestamp(&winner.actions)
@@ -493,7 +540,8 @@ impl Transaction {
                         // Carried by another writer's commit: committed there.
                         if group::names(&winner.actions, &txn_id) {
                             let committed = base.with_commit(winner.version, ts, winner.actions)?;
-                            self.forget_proposals(&published, &listed, winner.version, &memory);
+                            self.forget_proposals(&published, &listed, winner.version);
+                            lost_races.fetch_add(1, Ordering::Relaxed);
                             return Ok(CommitOutcome {
                                 version: winner.version,
                                 attempts: attempt,
@@ -518,12 +566,7 @@ impl Transaction {
                         let rebases = match check(&ours, &base, &winning) {
                             Ok(rebases) => rebases,
                             Err(e) => {
-                                self.forget_proposals(
-                                    &published,
-                                    &listed,
-                                    winning.version,
-                                    &memory,
-                                );
+                                self.forget_proposals(&published, &listed, winning.version);
                                 return Err(e);
                             }
                         };
@@ -558,16 +601,15 @@ impl Transaction {
         })
     }
 
-    /// Deletes, in the background, this writer's decided proposal and the proposals known
-    /// to be decided at `latest`.
+    /// Deletes, in the background, this writer's decided proposal and the listed ones
+    /// whose window has passed at `latest`.
     fn forget_proposals(
         &self,
         published: &Option<(i64, Path)>,
         listed: &[ProposalRef],
         latest: i64,
-        memory: &group::Memory,
     ) {
-        let mut paths = group::decided(listed, latest, memory);
+        let mut paths = group::lapsed(listed, latest);
         if let Some((_, path)) = published {
             paths.push(path.clone());
         }
