@@ -31,12 +31,11 @@ use crate::protocol::names::{PROPOSALS_DIR, commit_file_name, proposal_file_name
 use crate::protocol::{Action, CommitInfo};
 use crate::snapshot::Snapshot;
 
-/// How many versions after its base a proposal of this writer may join. Wide, because a
+/// How many versions after its base a proposal of this writer may join (a committer
+/// carries any proposal only within the smaller of its own window and this one). Wide, because a
 /// writer under contention publishes from the snapshot it has, often a few versions old;
 /// a wide window only delays the rare report of exhausted retries.
 pub(crate) const WINDOW: i64 = 32;
-/// The widest window a committer honours in a proposal written by another writer.
-const MAX_WINDOW: i64 = 1024;
 /// The most proposals one commit carries.
 const MAX_GROUP: usize = 128;
 /// The most bytes of proposals one commit carries.
@@ -281,7 +280,7 @@ pub(crate) fn wants(
 ) -> bool {
     r.txn_id != own_txn
         && r.base < next
-        && r.base + MAX_WINDOW >= next
+        && r.base + WINDOW >= next
         && !memory.proposals.contains_key(&r.location)
         && caches
             .object::<KeptProposal>(&kept_key(&r.location))
@@ -326,7 +325,7 @@ pub(crate) async fn gather(
 ) -> Group {
     let mut candidates: Vec<&ProposalRef> = refs
         .iter()
-        .filter(|r| r.txn_id != own.txn_id && r.base < version && r.base + MAX_WINDOW >= version)
+        .filter(|r| r.txn_id != own.txn_id && r.base < version && r.base + WINDOW >= version)
         .collect();
     candidates.sort_by(|a, b| (a.stamp, &a.txn_id).cmp(&(b.stamp, &b.txn_id)));
     candidates.truncate(MAX_GROUP);
@@ -340,11 +339,10 @@ pub(crate) async fn gather(
     let store = Arc::clone(base.location().store());
     let root = base.location().root().clone();
     let oldest = candidates.iter().map(|r| r.base).min().unwrap_or(version);
-    let log = log_dir(&root);
-    let commit_key = |v: i64| format!("commit:{}", log.clone().join(commit_file_name(v)));
+    let key = |v: i64| commit_key(&root, v);
     for v in oldest + 1..version {
         if !memory.commits.contains_key(&v)
-            && let Some(kept) = base.caches().object::<Vec<Action>>(&commit_key(v))
+            && let Some(kept) = base.caches().object::<Vec<Action>>(&key(v))
         {
             memory.commits.insert(v, kept.as_ref().clone());
         }
@@ -373,7 +371,7 @@ pub(crate) async fn gather(
     );
     for (v, actions) in commits {
         base.caches()
-            .keep_object(&commit_key(v), Arc::new(actions.clone()));
+            .keep_object(&key(v), Arc::new(actions.clone()));
         memory.commits.insert(v, actions);
     }
     for (path, read) in proposals {
@@ -403,7 +401,7 @@ pub(crate) async fn gather(
         let Some(between) = between else { continue };
         if proposal.txn_id != r.txn_id
             || proposal.base != r.base
-            || proposal.base + proposal.window.clamp(1, MAX_WINDOW) < version
+            || proposal.base + proposal.window.clamp(1, WINDOW) < version
             || between.iter().any(|(_, a)| names(a, &proposal.txn_id))
         {
             continue;
@@ -437,6 +435,11 @@ pub(crate) async fn gather(
         group.blind_append &= proposal.blind_append;
     }
     group
+}
+
+/// The cache key of the commit of `version`.
+pub(crate) fn commit_key(root: &Path, version: i64) -> String {
+    format!("commit:{}", log_dir(root).join(commit_file_name(version)))
 }
 
 /// A proposal read, with its size, as the table handle's cache keeps it.
@@ -509,13 +512,14 @@ async fn read_proposals(
         .await
 }
 
-/// Proposals whose window (the widest a committer honours) has passed at `latest` (the
-/// newest version known): nothing will include them any more. (A carried proposal is its own writer's to delete: were
-/// every writer to delete every decided one, the deletes would grow with the square of
-/// the writers.)
+/// Proposals whose window has passed at `latest` (the newest version known): this writer
+/// will not include them any more. Deleting a proposal is always safe (its writer learns
+/// its outcome from the commits, never from the proposal); a carried one is left to its
+/// own writer, as every writer deleting every decided one would grow with the square of
+/// the writers.
 pub(crate) fn lapsed(refs: &[ProposalRef], latest: i64) -> Vec<Path> {
     refs.iter()
-        .filter(|r| r.base + MAX_WINDOW <= latest)
+        .filter(|r| r.base + WINDOW <= latest)
         .map(|r| r.location.clone())
         .collect()
 }
