@@ -164,7 +164,7 @@ impl Proposal {
     /// Whether another writer can carry this work: no metadata or protocol change (it
     /// would conflict with every other member) and no deletion vector that a concurrent
     /// change might have to be merged into (only its own writer can merge it), and a body
-    /// that reads back as written.
+    /// that reads back as written and that a committer would carry (at most 8 MiB).
     pub(crate) fn carriable(&self, has_dv_changes: bool) -> Option<Bytes> {
         let plain = self.actions.iter().all(|a| {
             !matches!(
@@ -176,6 +176,10 @@ impl Proposal {
             return None;
         }
         let body = self.encode().ok()?;
+        // No committer would carry it.
+        if body.len() > MAX_GROUP_BYTES {
+            return None;
+        }
         // Predicates holding NaN or the like do not survive JSON: such work commits alone.
         let back = Self::decode(self.base, &body).ok()?;
         (back.reads.predicates == self.reads.predicates && back.actions == self.actions)
@@ -280,7 +284,7 @@ pub(crate) fn wants(
 ) -> bool {
     r.txn_id != own_txn
         && r.base < next
-        && r.base + WINDOW >= next
+        && r.base.saturating_add(WINDOW) >= next
         && !memory.proposals.contains_key(&r.location)
         && caches
             .object::<KeptProposal>(&kept_key(&r.location))
@@ -325,7 +329,9 @@ pub(crate) async fn gather(
 ) -> Group {
     let mut candidates: Vec<&ProposalRef> = refs
         .iter()
-        .filter(|r| r.txn_id != own.txn_id && r.base < version && r.base + WINDOW >= version)
+        .filter(|r| {
+            r.txn_id != own.txn_id && r.base < version && r.base.saturating_add(WINDOW) >= version
+        })
         .collect();
     candidates.sort_by(|a, b| (a.stamp, &a.txn_id).cmp(&(b.stamp, &b.txn_id)));
     candidates.truncate(MAX_GROUP);
@@ -403,6 +409,7 @@ pub(crate) async fn gather(
             || proposal.base != r.base
             || proposal.base + proposal.window.clamp(1, WINDOW) < version
             || between.iter().any(|(_, a)| names(a, &proposal.txn_id))
+            || group.txn_ids.contains(&proposal.txn_id)
         {
             continue;
         }
@@ -519,7 +526,7 @@ async fn read_proposals(
 /// the writers.
 pub(crate) fn lapsed(refs: &[ProposalRef], latest: i64) -> Vec<Path> {
     refs.iter()
-        .filter(|r| r.base + WINDOW <= latest)
+        .filter(|r| r.base.saturating_add(WINDOW) <= latest)
         .map(|r| r.location.clone())
         .collect()
 }

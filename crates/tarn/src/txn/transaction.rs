@@ -500,7 +500,25 @@ impl Transaction {
                 published = Some((base.version(), proposal_path));
             }
             match put {
-                Err(e) => return Err(e.into_error(root, version, &txn_id)),
+                // With a proposal out, another writer may still carry this work until the
+                // window has passed: the outcome is unknown, never a failure.
+                Err(e) => {
+                    return Err(match &published {
+                        Some((b, _)) if base.version() < b + group::WINDOW => {
+                            Error::CommitStateUnknown {
+                                version,
+                                txn_id: txn_id.clone(),
+                                reason: format!(
+                                    "{}; its group-commit proposal may still be carried by a \
+                                     commit up to version {}",
+                                    e.into_error(root, version, &txn_id),
+                                    b + group::WINDOW
+                                ),
+                            }
+                        }
+                        _ => e.into_error(root, version, &txn_id),
+                    });
+                }
                 Ok(PutOutcome::Committed) => {
                     let mut all = vec![info];
                     all.extend(all_actions);
@@ -525,8 +543,9 @@ impl Transaction {
                     });
                 }
                 Ok(PutOutcome::Taken(winners, proposals)) => {
-                    saw_contention |=
-                        !catch_up_only || !winners.is_empty() || !proposals.refs.is_empty();
+                    // Only new versions mean contention: a listed proposal may be this
+                    // handle's own, still being deleted.
+                    saw_contention |= !catch_up_only || !winners.is_empty();
                     group::remember(proposals.bodies, &mut memory, base.caches());
                     listed = proposals.refs;
                     // Other writers won: check each against what we did, then rebase.
