@@ -12,7 +12,9 @@
 pub mod fixtures;
 pub mod gate;
 pub mod golden;
+pub mod log;
 pub mod minio;
+pub mod part_rows;
 pub mod python;
 pub mod rows;
 pub mod spark;

@@ -12,6 +12,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tarn::expr::{col, lit};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
 use tarn::{ChangeStrategy, ConflictReason, Error, IsolationLevel, StoreOptions, Table, WriteMode};
+use tarn_tests::log::commit_info_at;
 
 /// The operations of the matrix; `A` and `B` are partitions of the `part` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -684,31 +685,17 @@ async fn grouped_cell(
             base + 2
         ));
     }
-    let names_second = |body: &serde_json::Value, id: &str| {
-        body["commitInfo"]["tarnGroup"]
+    let names_second = |info: &serde_json::Value, id: &str| {
+        info["tarnGroup"]
             .as_array()
             .is_some_and(|ids| ids.iter().any(|v| v.as_str() == Some(id)))
     };
     let info = |version: i64| {
         let location = location.clone();
-        async move {
-            let path = location
-                .root()
-                .clone()
-                .join("_delta_log")
-                .join(format!("{version:020}.json"));
-            let body = object_store::ObjectStoreExt::get(location.store().as_ref(), &path)
-                .await
-                .unwrap()
-                .bytes()
-                .await
-                .unwrap();
-            serde_json::from_slice::<serde_json::Value>(body.split(|b| *b == b'\n').next().unwrap())
-                .unwrap()
-        }
+        async move { commit_info_at(&location, version).await.unwrap() }
     };
     let grouped_info = info(base + 2).await;
-    let carried = grouped_info["commitInfo"]["tarnGroup"]
+    let carried = grouped_info["tarnGroup"]
         .as_array()
         .is_some_and(|ids| !ids.is_empty());
     match &result {
@@ -719,7 +706,7 @@ async fn grouped_cell(
         }
         Ok(_) if s_version == base + 3 => {
             let alone = info(base + 3).await;
-            let id = alone["commitInfo"]["txnId"].as_str().unwrap_or_default();
+            let id = alone["txnId"].as_str().unwrap_or_default();
             if names_second(&grouped_info, id) {
                 return Err("the second committed alone and inside the first's commit".into());
             }

@@ -17,8 +17,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -27,9 +25,9 @@ use proptest::test_runner::{Config, RngSeed, TestRunner};
 use tarn::expr::{col, lit};
 use tarn::{Error, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{Fault, FaultControl, FaultOp, FaultRule, FaultStore};
+use tarn_tests::log::commit_info_at;
+use tarn_tests::part_rows::{PARTS, Rows, batch, rows_of, schema};
 use url::Url;
-
-const PARTS: [&str; 3] = ["p0", "p1", "p2"];
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -73,42 +71,6 @@ fn injection() -> impl Strategy<Value = Option<Injection>> {
     ]
 }
 
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("part", DataType::Utf8, true),
-    ]))
-}
-
-type Rows = BTreeSet<(i64, String)>;
-
-fn batch(rows: &[(i64, String)]) -> RecordBatch {
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(Int64Array::from(
-                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
-            )),
-            Arc::new(StringArray::from(
-                rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>(),
-            )),
-        ],
-    )
-    .unwrap()
-}
-
-async fn rows_of(snapshot: &Snapshot) -> tarn::Result<Rows> {
-    let mut out = Rows::new();
-    for b in snapshot.scan().collect().await? {
-        let ids = b.column(0).as_primitive::<Int64Type>();
-        let parts = b.column(1).as_string::<i32>();
-        for i in 0..b.num_rows() {
-            out.insert((ids.value(i), parts.value(i).to_string()));
-        }
-    }
-    Ok(out)
-}
-
 /// The serial model: the rows after each version, and the txnIds acknowledged.
 struct Model {
     versions: Vec<Rows>,
@@ -150,15 +112,9 @@ async fn harness(seed: u64) -> Harness {
 
 /// The txnId of the commit at `version`, read from the clean store.
 async fn txn_id_at(location: &StoreLocation, version: i64) -> Option<String> {
-    let path = location
-        .root()
-        .clone()
-        .join("_delta_log")
-        .join(format!("{version:020}.json"));
-    let body = location.store().get(&path).await.ok()?.bytes().await.ok()?;
-    let first: serde_json::Value =
-        serde_json::from_slice(body.split(|b| *b == b'\n').next()?).ok()?;
-    first["commitInfo"]["txnId"].as_str().map(str::to_string)
+    commit_info_at(location, version).await?["txnId"]
+        .as_str()
+        .map(str::to_string)
 }
 
 async fn step(h: &mut Harness, model: &mut Model, op: &Op, injection: &Option<Injection>) {

@@ -16,6 +16,7 @@ use tarn_store::{
     LatencyStore,
 };
 use tarn_tests::fixtures::{sales_batch, sales_schema};
+use tarn_tests::log::commit_info_at;
 use tarn_tests::rows::row_count;
 
 async fn create(location: &StoreLocation) -> Table {
@@ -43,20 +44,7 @@ async fn commit_infos(location: &StoreLocation) -> Vec<(i64, String, i64)> {
     let table = Table::open_location(location.clone()).await.unwrap();
     let mut out = Vec::new();
     for (version, _) in table.versions().await.unwrap() {
-        let path = location
-            .root()
-            .clone()
-            .join("_delta_log")
-            .join(format!("{version:020}.json"));
-        let body = object_store::ObjectStoreExt::get(location.store().as_ref(), &path)
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let line: serde_json::Value =
-            serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap()).unwrap();
-        let info = &line["commitInfo"];
+        let info = commit_info_at(location, version).await.unwrap();
         out.push((
             version,
             info["txnId"].as_str().unwrap().to_string(),

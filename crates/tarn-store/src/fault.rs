@@ -106,6 +106,7 @@ pub struct FaultRule {
     fault: Fault,
     probability: f64,
     limit: Option<u64>,
+    skip: u64,
 }
 
 impl FaultRule {
@@ -117,6 +118,7 @@ impl FaultRule {
             fault,
             probability: 1.0,
             limit: None,
+            skip: 0,
         }
     }
 
@@ -138,6 +140,14 @@ impl FaultRule {
     #[must_use]
     pub fn limit(mut self, times: u64) -> Self {
         self.limit = Some(times);
+        self
+    }
+
+    /// Lets the first `requests` matching requests through, then applies (to fail, say,
+    /// a writer's second commit PUT and not its first).
+    #[must_use]
+    pub fn skip(mut self, requests: u64) -> Self {
+        self.skip = requests;
         self
     }
 
@@ -172,7 +182,7 @@ fn glob_match(pattern: &str, text: &str) -> bool {
 
 #[derive(Debug)]
 struct Shared {
-    rules: Mutex<Vec<(FaultRule, u64)>>,
+    rules: Mutex<Vec<(FaultRule, u64, u64)>>,
     rng: Mutex<SplitMix64>,
     enabled: AtomicBool,
     injected: AtomicU64,
@@ -187,7 +197,7 @@ pub struct FaultControl {
 impl FaultControl {
     /// Adds a rule; rules are tried in the order added, the first that fires wins.
     pub fn add_rule(&self, rule: FaultRule) {
-        self.lock_rules().push((rule, 0));
+        self.lock_rules().push((rule, 0, 0));
     }
 
     /// Removes every rule.
@@ -205,7 +215,7 @@ impl FaultControl {
         self.shared.injected.load(Ordering::SeqCst)
     }
 
-    fn lock_rules(&self) -> std::sync::MutexGuard<'_, Vec<(FaultRule, u64)>> {
+    fn lock_rules(&self) -> std::sync::MutexGuard<'_, Vec<(FaultRule, u64, u64)>> {
         // A poisoned lock only means a panic elsewhere; the rules are intact.
         self.shared.rules.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -215,8 +225,12 @@ impl FaultControl {
             return None;
         }
         let mut rules = self.lock_rules();
-        for (rule, fired) in rules.iter_mut() {
+        for (rule, fired, seen) in rules.iter_mut() {
             if !rule.applies(op, path) || rule.limit.is_some_and(|l| *fired >= l) {
+                continue;
+            }
+            *seen += 1;
+            if *seen <= rule.skip {
                 continue;
             }
             let draw = self
@@ -556,6 +570,30 @@ mod tests {
             again,
             Err(object_store::Error::AlreadyExists { .. })
         ));
+        assert_eq!(store.control().injected(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_skipping_rule_fails_only_the_requests_after_the_skipped_ones() {
+        let store = FaultStore::new(InMemory::new(), 3).with_rule(
+            FaultRule::new(FaultOp::Put, Fault::FailBefore)
+                .matching("*.json")
+                .skip(1)
+                .limit(1),
+        );
+        let put = |name: &str| {
+            let path = Path::from(format!("t/_delta_log/{name}.json"));
+            let store = &store;
+            async move { store.put(&path, "x".into()).await }
+        };
+        // Not matching: neither skipped nor failed.
+        store
+            .put(&Path::from("t/a.parquet"), "x".into())
+            .await
+            .unwrap();
+        put("0").await.unwrap();
+        assert!(is_injected(&put("1").await.unwrap_err()));
+        put("2").await.unwrap();
         assert_eq!(store.control().injected(), 1);
     }
 

@@ -1,0 +1,36 @@
+//! Reading a Delta log's commits as the tests check them: a commit's `commitInfo` and the
+//! writers (`txnId`s) it names.
+
+use object_store::ObjectStoreExt;
+use tarn::StoreLocation;
+
+/// The `commitInfo` of the commit at `version` (its first line), or `None` when there is
+/// no such commit.
+pub async fn commit_info_at(location: &StoreLocation, version: i64) -> Option<serde_json::Value> {
+    let path = location
+        .root()
+        .clone()
+        .join("_delta_log")
+        .join(format!("{version:020}.json"));
+    let body = location.store().get(&path).await.ok()?.bytes().await.ok()?;
+    let first: serde_json::Value =
+        serde_json::from_slice(body.split(|b| *b == b'\n').next()?).ok()?;
+    Some(first["commitInfo"].clone())
+}
+
+/// Every `txnId` the commit at `version` names, its committer's first and then those it
+/// carried (`tarnGroup`) in order; empty when there is no such commit.
+pub async fn txn_ids_at(location: &StoreLocation, version: i64) -> Vec<String> {
+    let Some(info) = commit_info_at(location, version).await else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = info["txnId"]
+        .as_str()
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    if let Some(group) = info["tarnGroup"].as_array() {
+        ids.extend(group.iter().filter_map(|v| v.as_str().map(str::to_string)));
+    }
+    ids
+}
