@@ -12,6 +12,7 @@
 pub mod fixtures;
 pub mod gate;
 pub mod golden;
+pub mod grouped;
 pub mod log;
 pub mod minio;
 pub mod part_rows;

@@ -10,9 +10,11 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
+use futures::future::BoxFuture;
 use tarn::expr::{col, lit};
-use tarn::{SchemaMode, Table, WriteMode};
+use tarn::{CommitOutcome, SchemaMode, Snapshot, Table, WriteMode};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
+use tarn_tests::grouped::{Write, append_write, commit_grouped};
 use tarn_tests::python::run_script;
 use tarn_tests::rows::{align, canonical_rows, read_parquet_file, row_count};
 
@@ -475,4 +477,62 @@ async fn indexed_tables_read_the_same_through_deltalake() {
     assert_same_through_deltalake(&table, &dir, "indexed").await;
     let _ = table.drop_index("customer_text").await.unwrap();
     assert_same_through_deltalake(&table, &dir, "indexed, one dropped").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_carrying_other_writers_read_the_same_through_deltalake() {
+    use tarn::ChangeStrategy;
+
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("grouped");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 100)]).await.unwrap();
+    let location = table.snapshot().location().clone();
+    // Two writers' appends in one commit, then an append carried by a copy-on-write
+    // delete's commit (remove actions and rewritten files beside the carried adds).
+    let two_appends = commit_grouped(
+        &location,
+        append_write(sales_batch(100, 150)),
+        append_write(sales_batch(150, 200)),
+    )
+    .await;
+    let delete: Write = Box::new(
+        |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
+            Box::pin(async move {
+                t.delete(col("amount").lt(lit(30.0)))
+                    .strategy(ChangeStrategy::CopyOnWrite)
+                    .execute()
+                    .await
+                    .map(|o| o.commit)
+            })
+        },
+    );
+    let with_delete = commit_grouped(&location, delete, append_write(sales_batch(200, 250))).await;
+    table.refresh().await.unwrap();
+    assert_eq!(table.version(), with_delete);
+    for version in 0..=with_delete {
+        let snapshot = Snapshot::builder(location.clone())
+            .at_version(version)
+            .build()
+            .await
+            .unwrap();
+        let ours = snapshot.scan().collect().await.unwrap();
+        let theirs = read_with_deltalake(&dir, Some(version));
+        let what = format!("version {version} (grouped: {two_appends} and {with_delete})");
+        assert_eq!(theirs.version, version, "{what}");
+        assert_eq!(theirs.rows, row_count(&ours), "{what}: row count");
+        let theirs = align(&theirs.batches, snapshot.arrow_schema());
+        assert_eq!(
+            canonical_rows(&ours),
+            canonical_rows(&theirs),
+            "{what}: rows"
+        );
+    }
+    // amount = 1.5 * id: the delete took ids 0..20.
+    assert_eq!(row_count(&table.scan().collect().await.unwrap()), 250 - 20);
 }

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, TimestampMicrosecondType};
+use futures::future::BoxFuture;
 use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
-use tarn::{SchemaMode, Snapshot, Table, WriteMode};
+use tarn::{CommitOutcome, SchemaMode, Snapshot, Table, WriteMode};
 use tarn_tests::fixtures::{all_types_batch, all_types_schema, sales_batch, sales_schema};
+use tarn_tests::grouped::{Write, append_write, commit_grouped};
 use tarn_tests::rows::{align, canonical_rows, row_count};
 use tarn_tests::spark::{Spark, delta_table, spark};
 
@@ -726,4 +728,44 @@ async fn typed_checkpoint_statistics_work_both_ways_with_spark() {
     assert!(fields.contains(&"stats_parsed".to_string()), "{fields:?}");
     assert!(!json);
     assert_same_in_spark(spark, &table, &dir, "Tarn typed statistics").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_reads_commits_carrying_other_writers() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("grouped");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 100)]).await.unwrap();
+    let location = table.snapshot().location().clone();
+    // Two writers' appends in one commit, then an append carried by the commit of a
+    // copy-on-write update (removes and rewritten files beside the carried adds).
+    commit_grouped(
+        &location,
+        append_write(sales_batch(100, 150)),
+        append_write(sales_batch(150, 200)),
+    )
+    .await;
+    let update: Write = Box::new(
+        |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
+            Box::pin(async move {
+                t.update()
+                    .filter(col("id").lt(lit(40)))
+                    .set("amount", col("amount") + lit(1.0))
+                    .strategy(ChangeStrategy::CopyOnWrite)
+                    .execute()
+                    .await
+                    .map(|o| o.commit)
+            })
+        },
+    );
+    let latest = commit_grouped(&location, update, append_write(sales_batch(200, 250))).await;
+    table.refresh().await.unwrap();
+    assert_eq!(table.version(), latest);
+    assert_same_in_spark(spark, &table, &dir, "grouped commits").await;
 }

@@ -1,0 +1,82 @@
+//! Making one commit that carries another writer's work (group commit), at a known
+//! version, so tests can show what other readers make of it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use tarn::{CommitOutcome, StoreLocation, Table};
+
+use crate::gate::GateStore;
+use crate::log::txn_ids_at;
+
+/// One writer's operation on its table handle, and its commit.
+pub type Write =
+    Box<dyn for<'a> FnOnce(&'a mut Table) -> BoxFuture<'a, tarn::Result<CommitOutcome>> + Send>;
+
+/// An append of `batch`, as one writer's part of a grouped commit.
+pub fn append_write(batch: RecordBatch) -> Write {
+    Box::new(
+        move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
+            Box::pin(async move { t.append([batch]).await.map(|o| o.commit) })
+        },
+    )
+}
+
+/// Commits `first` and `carried`, both prepared on the table's latest version `v`, as one
+/// commit at `v + 2` written by `first`'s handle and carrying `carried`'s proposal
+/// (version `v + 1` is an unrelated application transaction that makes `carried` lose its
+/// race and publish). Returns `v + 2`; panics unless the commit names both writers.
+pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Write) -> i64 {
+    let mut setup = Table::open_location(location.clone()).await.unwrap();
+    let base = setup.version();
+    let (gated, gate) = GateStore::new(
+        Arc::clone(location.store()),
+        format!("_delta_log/{:020}.json", base + 2),
+    );
+    let mut f = Table::open_location(location.clone()).await.unwrap();
+    let mut s = Table::open_location(location.clone().with_store(Arc::new(gated)))
+        .await
+        .unwrap();
+    let mut other = setup.transaction();
+    other.set_app_transaction(crate::unique("grouped"), 1);
+    let _ = other.commit().await.unwrap();
+    let held = tokio::spawn(async move { carried(&mut s).await });
+    // Its PUT of `v + 2` is held; its proposal goes up beside it.
+    gate.arrived(60).await;
+    let folder = location
+        .root()
+        .clone()
+        .join("_delta_log")
+        .join("_tarn_proposals");
+    let mut published = false;
+    for _ in 0..500 {
+        let listed: Vec<_> = location
+            .store()
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .unwrap();
+        if !listed.is_empty() {
+            published = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(published, "the carried writer published no proposal");
+    let first = first(&mut f).await.unwrap();
+    gate.open();
+    let carried = held.await.unwrap().unwrap();
+    let version = base + 2;
+    assert_eq!((first.version, carried.version), (version, version));
+    let named = txn_ids_at(location, version).await;
+    assert_eq!(
+        named,
+        vec![first.txn_id, carried.txn_id],
+        "version {version}"
+    );
+    setup.refresh().await.unwrap();
+    version
+}
