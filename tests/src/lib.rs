@@ -14,6 +14,7 @@ pub mod gate;
 pub mod golden;
 pub mod grouped;
 pub mod log;
+pub mod matrix;
 pub mod minio;
 pub mod part_rows;
 pub mod python;

@@ -214,6 +214,7 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
                 ("entries", entries.into()),
                 ("layout", info["layout"].clone()),
                 ("indices", info["indices"].clone()),
+                ("group_commit", (!common.no_group_commit).into()),
             ],
         )?;
     }

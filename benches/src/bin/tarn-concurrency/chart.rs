@@ -1,6 +1,6 @@
 //! `chart`: the JSON lines of the level modes drawn as two SVG charts, throughput and
 //! p50 latency against concurrency, one line per variant (operation, layout, indices,
-//! entries, profile).
+//! entries, profile, group commit).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,6 +32,9 @@ pub(crate) fn draw(json: &Path, out: &Path, mode: Option<&str>) -> Result<(), Bo
         }
         if v["indices"] == false {
             name.push_str(" no-indices");
+        }
+        if v["group_commit"] == false {
+            name.push_str(" no-group-commit");
         }
         let workers = v["workers"].as_f64().unwrap_or(0.0);
         throughput

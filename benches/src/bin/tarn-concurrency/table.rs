@@ -221,7 +221,10 @@ pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxEr
         write_summary(
             json.as_mut(),
             &summary,
-            &[("profile", levels.common.profile.clone().into())],
+            &[
+                ("profile", levels.common.profile.clone().into()),
+                ("group_commit", (!levels.common.no_group_commit).into()),
+            ],
         )?;
     }
     Ok(())
