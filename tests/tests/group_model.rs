@@ -235,12 +235,18 @@ async fn play(
         h.writers[w].faults.clear();
         let (told, txn_id) = match result {
             Ok(outcome) if outcome.commit.txn_id.is_empty() => (Told::NothingToCommit, None),
-            Ok(outcome) => (
-                Told::Committed {
-                    version: outcome.commit.version,
-                },
-                Some(outcome.commit.txn_id),
-            ),
+            Ok(outcome) => {
+                assert!(
+                    outcome.commit.attempts >= 1,
+                    "{op:?} committed in no attempt"
+                );
+                (
+                    Told::Committed {
+                        version: outcome.commit.version,
+                    },
+                    Some(outcome.commit.txn_id),
+                )
+            }
             Err(Error::CommitStateUnknown { txn_id, .. }) => (Told::Unknown, Some(txn_id)),
             Err(e) => (Told::Failed(e.to_string()), None),
         };

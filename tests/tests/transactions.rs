@@ -457,3 +457,63 @@ async fn every_commit_records_its_parameters_and_metrics_as_strings() {
         "{last}"
     );
 }
+
+#[tokio::test]
+async fn a_contended_handle_allowed_no_attempts_publishes_and_commits_nothing() {
+    let location = memory();
+    let mut other = create(&location).await;
+    let mut writer = Table::open_location(location.clone()).await.unwrap();
+    // Two commits in a row that lose their race make the handle contended: its next
+    // commit would catch up and publish a proposal before its first PUT.
+    // (`other` refreshes first, so it never loses a race nor publishes.)
+    for i in 0..2 {
+        other.refresh().await.unwrap();
+        other
+            .append([sales_batch(i * 10, i * 10 + 10)])
+            .await
+            .unwrap();
+        let outcome = writer
+            .append([sales_batch(100 + i * 10, 110 + i * 10)])
+            .await
+            .unwrap();
+        assert_eq!(outcome.commit.attempts, 2, "commit {i} lost one race");
+    }
+    other.refresh().await.unwrap();
+    other.append([sales_batch(50, 60)]).await.unwrap();
+    let latest = other.version();
+    let mut writer = writer.with_retry_policy(tarn::RetryPolicy {
+        max_attempts: 0,
+        ..tarn::RetryPolicy::default()
+    });
+    let result = writer.append([sales_batch(200, 210)]).await;
+    assert!(
+        matches!(
+            result,
+            Err(Error::CommitRetriesExhausted { attempts: 0, .. })
+        ),
+        "{:?}",
+        result.map(|o| o.commit.version)
+    );
+    // No proposal of this writer may be carried by anyone: none was published.
+    let proposals: Vec<_> = futures::TryStreamExt::try_collect(
+        location.store().list(Some(
+            &location
+                .root()
+                .clone()
+                .join("_delta_log")
+                .join("_tarn_proposals"),
+        )),
+    )
+    .await
+    .unwrap();
+    let bases: Vec<i64> = proposals
+        .iter()
+        .filter_map(|m: &object_store::ObjectMeta| m.location.filename()?.get(..20)?.parse().ok())
+        .collect();
+    assert!(
+        bases.iter().all(|b| *b < latest - 1),
+        "a proposal from a base of {bases:?} was published (latest {latest})"
+    );
+    let now = Snapshot::builder(location.clone()).build().await.unwrap();
+    assert_eq!(now.version(), latest, "the writer committed");
+}

@@ -391,7 +391,9 @@ impl Transaction {
         // the proposals to carry) while publishing, so the next winner can carry this.
         let lost_races = &snapshot.caches().lost_races;
         let contended = lost_races.load(Ordering::Relaxed) >= CONTENDED_AFTER;
-        let mut catch_up_first = contended && self.retry.group_commit;
+        // A policy of no attempts publishes nothing either.
+        let mut catch_up_first =
+            contended && self.retry.group_commit && self.retry.max_attempts > 0;
         let mut saw_contention = false;
         let mut attempt = 0;
         loop {
@@ -563,7 +565,8 @@ impl Transaction {
                             lost_races.fetch_add(1, Ordering::Relaxed);
                             return Ok(CommitOutcome {
                                 version: winner.version,
-                                attempts: attempt,
+                                // Carried while catching up: its proposal was its attempt.
+                                attempts: attempt.max(1),
                                 txn_id: txn_id.clone(),
                                 rebased_over,
                                 checkpoint: None,
