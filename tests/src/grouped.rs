@@ -59,7 +59,13 @@ pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Wri
             .try_collect()
             .await
             .unwrap();
-        if !listed.is_empty() {
+        // Only its proposal, from base `v + 1`: an earlier group's may still be
+        // being deleted in the background.
+        let from = format!("{:020}.", base + 1);
+        if listed
+            .iter()
+            .any(|m: &object_store::ObjectMeta| m.location.as_ref().contains(&from))
+        {
             published = true;
             break;
         }

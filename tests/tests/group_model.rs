@@ -13,7 +13,8 @@
 //!   operations the commits up to it name (the handles run at `Serializable`, so the
 //!   log's order is the serial order).
 //!
-//! The run is seeded: `TARN_MODEL_SEED` replays one, `TARN_MODEL_CASES` sets how many.
+//! The run is seeded: `TARN_MODEL_SEED` fixes the operations and faults (the writers'
+//! interleaving follows real timing), `TARN_MODEL_CASES` sets how many cases run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -27,7 +28,7 @@ use object_store::memory::InMemory;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use tarn::expr::{col, lit};
-use tarn::{Error, Snapshot, StoreLocation, Table, WriteMode};
+use tarn::{Error, IsolationLevel, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{
     Fault, FaultControl, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
 };
@@ -48,7 +49,7 @@ enum Op {
 /// A fault for one writer's operation.
 #[derive(Debug, Clone)]
 enum Injection {
-    /// On its first data file PUT.
+    /// On its first data file PUT (a partition delete writes none).
     DataFile(Fault),
     /// On its commit PUT after `skip` others (a second PUT usually goes up beside its
     /// proposal: failing it leaves a proposal whose writer has stopped).
@@ -145,7 +146,10 @@ async fn harness(seed: u64) -> Harness {
         let faults = faulty.control();
         let location = StoreLocation::new(url.clone(), Arc::new(faulty), root.clone());
         writers.push(Writer {
-            table: Table::open_location(location).await.unwrap(),
+            table: Table::open_location(location)
+                .await
+                .unwrap()
+                .with_isolation(IsolationLevel::Serializable),
             faults,
         });
     }
@@ -158,7 +162,10 @@ async fn harness(seed: u64) -> Harness {
 
 fn rule(injection: &Injection) -> FaultRule {
     match injection {
-        Injection::DataFile(fault) => FaultRule::new(FaultOp::Put, *fault).matching("*.parquet"),
+        // Data files only, never a background checkpoint's Parquet.
+        Injection::DataFile(fault) => {
+            FaultRule::new(FaultOp::Put, *fault).matching("*/part-*.parquet")
+        }
         Injection::Commit { skip, fault } => FaultRule::new(FaultOp::Put, *fault)
             .matching("*/_delta_log/0*.json")
             .skip(*skip),
@@ -253,7 +260,10 @@ async fn play(
         if matches!(told, Told::Unknown) {
             // A writer that could not learn its outcome stops; a new one takes its place.
             let location = h.writers[w].table.snapshot().location().clone();
-            h.writers[w].table = Table::open_location(location).await.unwrap();
+            h.writers[w].table = Table::open_location(location)
+                .await
+                .unwrap()
+                .with_isolation(IsolationLevel::Serializable);
         }
         if let Some(id) = txn_id {
             assert!(
@@ -387,11 +397,14 @@ fn concurrent_histories_grouped_with_faults_match_the_serial_model() {
     if let Err(e) = result {
         panic!("seed {seed}: {e}");
     }
-    // The histories must actually group writers, or this test checks nothing new.
+    // The histories must actually group writers, or this test checks nothing new. (How
+    // many ride depends on timing; a replay of a few cases may carry none.)
     let carried = carried.into_inner();
     eprintln!("{carried} operations rode in other writers' commits");
-    assert!(
-        carried > cases as usize,
-        "only {carried} carried operations in {cases} cases"
-    );
+    if cases >= 32 {
+        assert!(
+            carried > cases as usize,
+            "only {carried} carried operations in {cases} cases"
+        );
+    }
 }

@@ -191,9 +191,10 @@ async fn every_pair_grouped_into_one_commit_ends_as_committed_one_by_one() {
         }
     }
     assert!(
-        !grouped
-            .iter()
-            .any(|(s, _, _)| matches!(s, Op::AddColumn | Op::SetProperty | Op::UpdateRow(_))),
+        !grouped.iter().any(|(s, _, _)| matches!(
+            s,
+            Op::AddColumn | Op::SetProperty | Op::UpdateRow(_) | Op::DeleteRow(_, true)
+        )),
         "a metadata change or a deletion-vector update rode in another commit"
     );
 }

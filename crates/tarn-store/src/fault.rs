@@ -1,7 +1,7 @@
 //! `FaultStore`: seeded failures for tests.
 //!
 //! Rules say which requests fail (kind of request, a glob on the path, a probability, an
-//! optional limit) and how: before the request takes effect, after it took effect (a lost
+//! optional limit, a number of matching requests to let through first) and how: before the request takes effect, after it took effect (a lost
 //! acknowledgement: the object is there but the caller saw an error), as a 5xx or 409, as
 //! a timeout, as a truncated GET or a slow LIST. A seed makes a run replayable. With no
 //! rules, or disabled, the store is transparent; it passes the conformance suite so.
@@ -143,8 +143,10 @@ impl FaultRule {
         self
     }
 
-    /// Lets the first `requests` matching requests through, then applies (to fail, say,
-    /// a writer's second commit PUT and not its first).
+    /// Lets the first `requests` matching requests through, then applies: in a store of
+    /// one writer, to fail its second commit PUT and not its first, say. Counted per rule,
+    /// over the requests of this store it matches while injection is on and no earlier
+    /// rule has failed them.
     #[must_use]
     pub fn skip(mut self, requests: u64) -> Self {
         self.skip = requests;
