@@ -46,32 +46,10 @@ pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Wri
     let held = tokio::spawn(async move { carried(&mut s).await });
     // Its PUT of `v + 2` is held; its proposal goes up beside it.
     gate.arrived(60).await;
-    let folder = location
-        .root()
-        .clone()
-        .join("_delta_log")
-        .join("_tarn_proposals");
-    let mut published = false;
-    for _ in 0..500 {
-        let listed: Vec<_> = location
-            .store()
-            .list(Some(&folder))
-            .try_collect()
-            .await
-            .unwrap();
-        // Only its proposal, from base `v + 1`: an earlier group's may still be
-        // being deleted in the background.
-        let from = format!("{:020}.", base + 1);
-        if listed
-            .iter()
-            .any(|m: &object_store::ObjectMeta| m.location.as_ref().contains(&from))
-        {
-            published = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(published, "the carried writer published no proposal");
+    assert!(
+        proposal_published(location, base + 1).await,
+        "the carried writer published no proposal"
+    );
     let first = first(&mut f).await.unwrap();
     gate.open();
     let carried = held.await.unwrap().unwrap();
@@ -85,4 +63,31 @@ pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Wri
     );
     setup.refresh().await.unwrap();
     version
+}
+
+/// Waits (up to 5 s) for a proposal from base `base` to be listed; false if none came.
+/// Only that base counts: an earlier group's proposals may still be being deleted.
+pub async fn proposal_published(location: &StoreLocation, base: i64) -> bool {
+    let folder = location
+        .root()
+        .clone()
+        .join("_delta_log")
+        .join("_tarn_proposals");
+    let from = format!("{base:020}.");
+    for _ in 0..500 {
+        let listed: Vec<_> = location
+            .store()
+            .list(Some(&folder))
+            .try_collect()
+            .await
+            .unwrap();
+        if listed
+            .iter()
+            .any(|m: &object_store::ObjectMeta| m.location.as_ref().contains(&from))
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }

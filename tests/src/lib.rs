@@ -19,6 +19,7 @@ pub mod minio;
 pub mod part_rows;
 pub mod python;
 pub mod rows;
+pub mod seeded;
 pub mod spark;
 pub mod torture;
 

@@ -394,3 +394,22 @@ impl Backend {
         }
     }
 }
+
+/// The table every cell starts from: partitioned by `part`, deletion vectors on, two
+/// files per partition (A: ids 0-4 and 20-24, B: 10-14 and 30-34). Returns its handle.
+pub async fn cell_table(url: &str, options: &StoreOptions) -> Table {
+    let mut setup = Table::create(url)
+        .with_store_options(options.clone())
+        .with_arrow_schema(&schema())
+        .with_partition_columns(["part"])
+        .execute()
+        .await
+        .unwrap();
+    let _ = setup
+        .set_properties([("delta.enableDeletionVectors", "true")])
+        .await
+        .unwrap();
+    setup.append([rows("A", 0), rows("B", 10)]).await.unwrap();
+    setup.append([rows("A", 20), rows("B", 30)]).await.unwrap();
+    setup
+}

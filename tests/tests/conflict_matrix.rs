@@ -7,7 +7,7 @@
 
 use tarn::expr::{col, lit};
 use tarn::{Error, IsolationLevel, Table};
-use tarn_tests::matrix::{Backend, EXPECTED, LEVELS, Op, code, rows, run, schema};
+use tarn_tests::matrix::{Backend, EXPECTED, LEVELS, Op, cell_table, code, rows, run, schema};
 
 async fn cell(
     loser: Op,
@@ -17,19 +17,7 @@ async fn cell(
 ) -> Result<String, String> {
     let (url, options) = backend.url();
     let open = || Table::open_with_options(&url, &options);
-    let mut setup = Table::create(&url)
-        .with_store_options(options.clone())
-        .with_arrow_schema(&schema())
-        .with_partition_columns(["part"])
-        .execute()
-        .await
-        .unwrap();
-    let _ = setup
-        .set_properties([("delta.enableDeletionVectors", "true")])
-        .await
-        .unwrap();
-    setup.append([rows("A", 0), rows("B", 10)]).await.unwrap();
-    setup.append([rows("A", 20), rows("B", 30)]).await.unwrap();
+    let setup = cell_table(&url, &options).await;
     let base = setup.version();
     let mut w = open().await.unwrap().with_isolation(level);
     let mut l = open().await.unwrap().with_isolation(level);

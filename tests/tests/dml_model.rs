@@ -15,7 +15,6 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestRunner};
 use tarn::expr::{Expr, col, lit, source_col, target_col};
 use tarn::{ChangeStrategy, Snapshot, StoreLocation, Table};
 
@@ -388,25 +387,9 @@ async fn run(ops: Vec<Op>, on_disk: bool, default: ChangeStrategy, inline: bool)
 }
 
 fn property(on_disk: bool) {
-    let seed = std::env::var("TARN_DML_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0xD3_1E7E);
-    let cases = std::env::var("TARN_DML_MODEL_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if on_disk { 48 } else { 128 });
-    let config = Config {
-        cases,
-        rng_seed: RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut runner = TestRunner::new(config);
+    let (mut runner, seed, _) =
+        tarn_tests::seeded::runner("TARN_DML_MODEL", 0xD3_1E7E, if on_disk { 48 } else { 128 });
+    let runtime = tarn_tests::seeded::runtime();
     let strategy = (
         prop::collection::vec(op(), 1..16),
         prop_oneof![

@@ -26,7 +26,6 @@ use futures::TryStreamExt;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestRunner};
 use tarn::expr::{col, lit};
 use tarn::{Error, IsolationLevel, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{
@@ -368,25 +367,8 @@ async fn run(rounds: Vec<Round>, seed: u64) -> usize {
 
 #[test]
 fn concurrent_histories_grouped_with_faults_match_the_serial_model() {
-    let seed = std::env::var("TARN_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x6C0);
-    let cases = std::env::var("TARN_MODEL_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(32);
-    let config = Config {
-        cases,
-        rng_seed: RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut runner = TestRunner::new(config);
+    let (mut runner, seed, cases) = tarn_tests::seeded::runner("TARN_MODEL", 0x6C0, 32);
+    let runtime = tarn_tests::seeded::runtime();
     let strategy = (prop::collection::vec(round(), 1..8), any::<u64>());
     let carried = std::sync::atomic::AtomicUsize::new(0);
     let result = runner.run(&strategy, |(rounds, fault_seed)| {

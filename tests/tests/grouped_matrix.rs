@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use tarn::{Error, IsolationLevel, Table};
+use tarn_tests::grouped::proposal_published;
 use tarn_tests::log::commit_info_at;
-use tarn_tests::matrix::{Backend, EXPECTED, LEVELS, Op, code, rows, run, schema};
+use tarn_tests::matrix::{Backend, EXPECTED, LEVELS, Op, cell_table, code, run};
 
 /// Every pair again, but with both operations prepared on the same version and grouped
 /// into one commit: `second` loses the race for a version to a carrier commit (an
@@ -24,19 +25,7 @@ async fn grouped_cell(
     level: IsolationLevel,
 ) -> Result<(String, bool), String> {
     let (url, options) = Backend::Memory.url();
-    let mut setup = Table::create(&url)
-        .with_store_options(options.clone())
-        .with_arrow_schema(&schema())
-        .with_partition_columns(["part"])
-        .execute()
-        .await
-        .unwrap();
-    let _ = setup
-        .set_properties([("delta.enableDeletionVectors", "true")])
-        .await
-        .unwrap();
-    setup.append([rows("A", 0), rows("B", 10)]).await.unwrap();
-    setup.append([rows("A", 20), rows("B", 30)]).await.unwrap();
+    let setup = cell_table(&url, &options).await;
     let base = setup.version();
     let location = tarn_store::open_with_options(&url, &options).unwrap();
     let (gated, gate) = tarn_tests::gate::GateStore::new(
@@ -65,29 +54,8 @@ async fn grouped_cell(
         second,
         Op::AddColumn | Op::SetProperty | Op::DeleteRow(_, true) | Op::UpdateRow(_)
     );
-    if carriable {
-        let folder = location
-            .root()
-            .clone()
-            .join("_delta_log")
-            .join("_tarn_proposals");
-        let mut published = false;
-        for _ in 0..500 {
-            let listed: Vec<_> =
-                futures::TryStreamExt::try_collect(location.store().list(Some(&folder)))
-                    .await
-                    .unwrap();
-            if listed.iter().any(|m: &object_store::ObjectMeta| {
-                m.location.as_ref().contains(&format!("{:020}.", base + 1))
-            }) {
-                published = true;
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        if !published {
-            return Err("the second published no proposal".into());
-        }
+    if carriable && !proposal_published(&location, base + 1).await {
+        return Err("the second published no proposal".into());
     }
     let first_result = run(first, &mut f).await;
     gate.open();

@@ -21,7 +21,6 @@ use futures::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::{ObjectStore, ObjectStoreExt};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestRunner};
 use tarn::expr::{col, lit};
 use tarn::{Error, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{Fault, FaultControl, FaultOp, FaultRule, FaultStore};
@@ -336,25 +335,8 @@ async fn run(ops: Vec<(Op, Option<Injection>)>, seed: u64) {
 
 #[test]
 fn random_histories_with_faults_match_the_serial_model() {
-    let seed = std::env::var("TARN_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x7A24);
-    let cases = std::env::var("TARN_MODEL_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
-    let config = Config {
-        cases,
-        rng_seed: RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..Config::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut runner = TestRunner::new(config);
+    let (mut runner, seed, _) = tarn_tests::seeded::runner("TARN_MODEL", 0x7A24, 64);
+    let runtime = tarn_tests::seeded::runtime();
     let strategy = (
         prop::collection::vec((op(), injection()), 1..14),
         any::<u64>(),
