@@ -1,7 +1,11 @@
 //! The seeded runs of the model tests: a proptest runner whose seed and number of cases
-//! come from the environment, so a failing run can be replayed.
+//! come from the environment, so a failing run can be replayed, and the faults they inject.
 
+use std::time::Duration;
+
+use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
+use tarn_store::Fault;
 
 /// A runner seeded from `$<prefix>_SEED` (else `default_seed`) that runs
 /// `$<prefix>_CASES` cases (else `default_cases`) and persists no failures; returned with
@@ -29,4 +33,16 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// One of the faults the model tests inject into a request: failing before or after it
+/// takes effect, a 500, a 409, or a short timeout.
+pub fn fault() -> impl Strategy<Value = Fault> + Clone {
+    prop_oneof![
+        Just(Fault::FailBefore),
+        Just(Fault::FailAfter),
+        Just(Fault::ServerError),
+        Just(Fault::Conflict),
+        Just(Fault::Timeout(Duration::from_millis(2))),
+    ]
 }

@@ -20,7 +20,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::TryStreamExt;
 use object_store::ObjectStore;
@@ -66,13 +65,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn injection() -> impl Strategy<Value = Option<Injection>> {
-    let fault = prop_oneof![
-        Just(Fault::FailBefore),
-        Just(Fault::FailAfter),
-        Just(Fault::ServerError),
-        Just(Fault::Conflict),
-        Just(Fault::Timeout(Duration::from_millis(2))),
-    ];
+    let fault = tarn_tests::seeded::fault();
     prop_oneof![
         6 => Just(None),
         1 => fault.clone().prop_map(Injection::DataFile).prop_map(Some),

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use tarn::expr::{col, lit};
 use tarn::{CommitOutcome, SchemaMode, Snapshot, Table, WriteMode};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
-use tarn_tests::grouped::{Write, append_write, commit_grouped};
+use tarn_tests::grouped::{Write, append_write, commit_grouped, sales_table_to_group};
 use tarn_tests::python::run_script;
 use tarn_tests::rows::{align, canonical_rows, read_parquet_file, row_count};
 
@@ -485,13 +485,7 @@ async fn commits_carrying_other_writers_read_the_same_through_deltalake() {
 
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("grouped");
-    let mut table = Table::create(dir.to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .with_partition_columns(["country"])
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 100)]).await.unwrap();
+    let mut table = sales_table_to_group(&dir).await;
     let location = table.snapshot().location().clone();
     // Two writers' appends in one commit, then an append carried by a copy-on-write
     // delete's commit (remove actions and rewritten files beside the carried adds).

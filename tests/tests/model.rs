@@ -57,13 +57,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn injection() -> impl Strategy<Value = Option<Injection>> {
-    let fault = prop_oneof![
-        Just(Fault::FailBefore),
-        Just(Fault::FailAfter),
-        Just(Fault::ServerError),
-        Just(Fault::Conflict),
-        Just(Fault::Timeout(Duration::from_millis(2))),
-    ];
+    let fault = tarn_tests::seeded::fault();
     prop_oneof![
         3 => Just(None),
         2 => (any::<bool>(), fault).prop_map(|(commit, fault)| Some(Injection { commit, fault })),
