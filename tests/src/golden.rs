@@ -1,6 +1,6 @@
 //! The Delta tables written by Spark in `../shared/delta-golden`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The folder of golden tables: `TARN_GOLDEN_DIR`, else `shared/delta-golden` beside the
 /// repository. Panics when it is missing, naming where it was looked for.
@@ -39,4 +39,17 @@ pub fn golden_names() -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Copies a folder tree (a golden table, to write to it without touching the original).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use arrow::array::RecordBatch;
+
 /// The `deltalake` release the tests check against.
 pub const DELTALAKE_VERSION: &str = "1.6.6";
 
@@ -112,4 +114,31 @@ pub fn run_script(script: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// What `read_table.py` reports, and the rows it read.
+pub struct PythonRead {
+    /// The version read.
+    pub version: i64,
+    /// How many rows it read.
+    pub rows: usize,
+    /// The rows.
+    pub batches: Vec<RecordBatch>,
+}
+
+/// Reads the table at `dir` (at `version`, else the latest) through `deltalake`.
+pub fn read_with_deltalake(dir: &Path, version: Option<i64>) -> PythonRead {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut args = vec![dir.to_str().unwrap(), out.path().to_str().unwrap()];
+    let version_text = version.map(|v| v.to_string());
+    if let Some(v) = &version_text {
+        args.push(v);
+    }
+    let report = run_script("read_table.py", &args);
+    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    PythonRead {
+        version: report["version"].as_i64().unwrap(),
+        rows: report["rows"].as_u64().unwrap() as usize,
+        batches: crate::rows::read_parquet_file(out.path()),
+    }
 }

@@ -12,7 +12,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use tarn::expr::{col, lit};
 use tarn::{Error, Table};
 use tarn_tests::fixtures::{sales_batch, sales_schema};
-use tarn_tests::golden::golden_table;
+use tarn_tests::golden::{copy_dir, golden_table};
 use tarn_tests::rows::{canonical_rows, row_count};
 
 async fn sales_table(dir: &Path, commits: i64, properties: &[(&str, &str)]) -> Table {
@@ -332,18 +332,6 @@ async fn corrupt_hints_and_checkpoints_fall_back_to_the_commits() {
     }
     let err = open(dir.path()).await.unwrap_err();
     assert!(matches!(err, Error::InvalidCheckpoint { .. }), "{err}");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// A copy of Spark's DV table, with its live DV's file, offset and size.

@@ -15,31 +15,8 @@ use tarn::expr::{col, lit};
 use tarn::{CommitOutcome, SchemaMode, Snapshot, Table, WriteMode};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
 use tarn_tests::grouped::{Write, append_write, commit_grouped, sales_table_to_group};
-use tarn_tests::python::run_script;
-use tarn_tests::rows::{align, canonical_rows, read_parquet_file, row_count};
-
-/// What `read_table.py` reports, and the rows it read.
-struct PythonRead {
-    version: i64,
-    rows: usize,
-    batches: Vec<RecordBatch>,
-}
-
-fn read_with_deltalake(dir: &Path, version: Option<i64>) -> PythonRead {
-    let out = tempfile::NamedTempFile::new().unwrap();
-    let mut args = vec![dir.to_str().unwrap(), out.path().to_str().unwrap()];
-    let version_text = version.map(|v| v.to_string());
-    if let Some(v) = &version_text {
-        args.push(v);
-    }
-    let report = run_script("read_table.py", &args);
-    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
-    PythonRead {
-        version: report["version"].as_i64().unwrap(),
-        rows: report["rows"].as_u64().unwrap() as usize,
-        batches: read_parquet_file(out.path()),
-    }
-}
+use tarn_tests::python::{read_with_deltalake, run_script};
+use tarn_tests::rows::{align, canonical_rows, row_count};
 
 async fn assert_same_through_deltalake(table: &Table, dir: &Path, what: &str) {
     let ours = table.scan().collect().await.unwrap();

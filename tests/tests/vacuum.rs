@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use tarn::{Error, Snapshot, Table};
 use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
 use tarn_tests::fixtures::{sales_batch, sales_schema};
-use tarn_tests::golden::golden_table;
+use tarn_tests::golden::{copy_dir, golden_table};
 use tarn_tests::rows::row_count;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -157,18 +157,6 @@ async fn vacuum_removes_orphans_and_expired_files_but_nothing_recent_versions_ne
         scan_rows(&v1).await.is_err(),
         "version 1 was outside a zero retention"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[tokio::test]

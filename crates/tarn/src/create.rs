@@ -13,6 +13,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::paths::validate_name;
 use crate::protocol::features::ensure_writable;
+use crate::protocol::mapping;
 use crate::protocol::{Action, DataType, Format, Metadata, Protocol, StructType};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
@@ -159,9 +160,12 @@ impl CreateBuilder {
     /// Writes version 0.
     ///
     /// Fails with [`Error::InvalidArgument`] without a schema or for bad column names
-    /// (empty, with `/` or control characters, duplicated) or partition columns,
+    /// (empty, with `/` or control characters, duplicated), partition columns or a
+    /// `delta.columnMapping.mode` other than `none`, `name` or `id`,
     /// [`Error::InvalidSchema`] for Arrow types Delta lacks, and
-    /// [`Error::TableAlreadyExists`] when the location already holds a table.
+    /// [`Error::TableAlreadyExists`] when the location already holds a table. With
+    /// `delta.columnMapping.mode` `name` or `id`, every column gets a column id and a
+    /// physical name (`col-<uuid>`) that its data files use.
     pub async fn execute(self) -> Result<Table> {
         let location = match &self.target {
             Target::Url(url, options) => tarn_store::open_with_options(url, options)?,
@@ -181,7 +185,8 @@ impl CreateBuilder {
                 version,
             });
         }
-        let metadata = Metadata {
+        let mut schema = schema;
+        let mut metadata = Metadata {
             id: Uuid::new_v4().to_string(),
             name: self.name,
             description: self.description,
@@ -195,6 +200,8 @@ impl CreateBuilder {
                 .collect(),
             created_time: Some(self.clock.now_ms()),
         };
+        // Under column mapping, every column gets an id and a physical name now.
+        mapping::annotate(&mut schema, &mut metadata, false)?;
         let protocol = Protocol::for_new_table(&schema, &metadata);
         ensure_writable(&protocol, &metadata, &schema)?;
         let actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];

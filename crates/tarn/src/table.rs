@@ -10,7 +10,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::log::checkpoint_write::CheckpointWritten;
 use crate::paths::validate_name;
-use crate::protocol::{Action, Protocol, StructField, StructType};
+use crate::properties::ColumnMappingMode;
+use crate::protocol::{Action, Protocol, StructField, StructType, mapping};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
 use crate::txn::{CommitOutcome, IsolationLevel, RetryPolicy, Transaction};
@@ -160,9 +161,11 @@ impl Table {
 
     /// Sets table properties (`delta.checkpointInterval`, user keys...) in one commit,
     /// upgrading the protocol when a property needs a table feature.
+    /// `delta.columnMapping.mode` may go from `none` to `name`: the columns keep their
+    /// names as physical names and get column ids, so existing files read as before.
     ///
-    /// Fails with [`Error::InvalidArgument`] for empty keys, and as
-    /// [`Transaction::commit`] does.
+    /// Fails with [`Error::InvalidArgument`] for empty keys and any other change of the
+    /// column mapping mode, and as [`Transaction::commit`] does.
     pub async fn set_properties(
         &mut self,
         properties: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
@@ -180,6 +183,27 @@ impl Table {
             names.push(key.clone());
             metadata.configuration.insert(key, Some(value.into()));
         }
+        let mut schema = self.schema().clone();
+        let (before, after) = (
+            mapping::mode_of(self.snapshot.metadata())?,
+            mapping::mode_of(&metadata)?,
+        );
+        match (before, after) {
+            _ if before == after => {}
+            // Files written so far use the logical names: they become the physical ones.
+            (ColumnMappingMode::None, ColumnMappingMode::Name) => {
+                mapping::annotate(&mut schema, &mut metadata, true)?;
+            }
+            _ => {
+                return Err(Error::InvalidArgument {
+                    name: "properties",
+                    reason: format!(
+                        "delta.columnMapping.mode cannot change from {before:?} to {after:?}: \
+                         only None to Name keeps the existing files readable"
+                    ),
+                });
+            }
+        }
         let mut txn = self
             .transaction()
             .with_operation("SET TBLPROPERTIES")
@@ -187,7 +211,7 @@ impl Table {
         let upgraded = self
             .snapshot
             .protocol()
-            .merged_with(&Protocol::for_new_table(self.schema(), &metadata));
+            .merged_with(&Protocol::for_new_table(&schema, &metadata));
         if &upgraded != self.snapshot.protocol() {
             txn.add_action(Action::Protocol(upgraded));
         }
@@ -232,6 +256,7 @@ impl Table {
         }
         let mut metadata = self.snapshot.metadata().clone();
         metadata.schema_string = schema.to_json();
+        mapping::annotate(&mut schema, &mut metadata, false)?;
         let mut txn = self
             .transaction()
             .with_operation("ADD COLUMNS")

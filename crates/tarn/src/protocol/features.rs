@@ -1,7 +1,9 @@
 //! Protocol versions and table features: what Tarn can read and write.
 
 use crate::error::{Error, Result};
+use crate::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::actions::{Metadata, Protocol};
+use crate::protocol::mapping;
 use crate::protocol::schema::{DataType, StructType};
 
 /// Reader features Tarn implements.
@@ -38,7 +40,8 @@ pub const MAX_WRITER_VERSION: i32 = 7;
 impl Protocol {
     /// The protocol Tarn gives new tables: (1, 2), or (3, 7) with the features `schema` and
     /// `properties` need (`timestampNtz` for `timestamp_ntz` columns, `deletionVectors`
-    /// when `delta.enableDeletionVectors` is true).
+    /// when `delta.enableDeletionVectors` is true, `columnMapping` when
+    /// `delta.columnMapping.mode` is `name` or `id`).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
         let mut writer = Vec::new();
@@ -49,6 +52,10 @@ impl Protocol {
         if metadata.property("delta.enableDeletionVectors") == Some("true") {
             reader.push("deletionVectors".to_string());
             writer.push("deletionVectors".to_string());
+        }
+        if TableProperties::new(metadata).column_mapping_mode() != ColumnMappingMode::None {
+            reader.push("columnMapping".to_string());
+            writer.push("columnMapping".to_string());
         }
         if reader.is_empty() {
             Self {
@@ -206,8 +213,9 @@ pub fn ensure_readable(protocol: &Protocol) -> Result<()> {
 
 /// Fails unless Tarn can write to a table with this protocol and metadata: writer versions
 /// above 7, unknown writer features, and features in use that Tarn cannot maintain
-/// (invariants, CHECK constraints, generated or identity columns, column mapping) are
-/// refused with an error naming the feature.
+/// (invariants, CHECK constraints, generated or identity columns) are refused with an
+/// error naming the feature; a column mapping mode other than `none`, `name` or `id`, or
+/// a mapped column without its id or physical name, with an error naming it.
 pub fn ensure_writable(
     protocol: &Protocol,
     metadata: &Metadata,
@@ -252,13 +260,16 @@ pub fn ensure_writable(
     {
         return Err(refuse("identityColumns"));
     }
-    let mapping = metadata
-        .property("delta.columnMapping.mode")
-        .unwrap_or("none");
-    if protocol.has_writer_feature("columnMapping") && mapping != "none" {
-        return Err(refuse("columnMapping"));
+    let mode = mapping::mode_of(metadata)?;
+    if mode != ColumnMappingMode::None && !protocol.has_writer_feature("columnMapping") {
+        // Readers that do not know the feature would read the files' physical names.
+        return Err(Error::InvalidSchema {
+            reason: format!(
+                "the table maps columns by {mode:?} but its protocol lacks the columnMapping feature"
+            ),
+        });
     }
-    Ok(())
+    mapping::ensure_mapped(schema, mode)
 }
 
 fn any_field_metadata(schema: &StructType, key: &str) -> bool {

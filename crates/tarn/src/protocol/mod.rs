@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod features;
+pub mod mapping;
 pub mod names;
 pub mod schema;
 pub mod stats;

@@ -248,8 +248,9 @@ pub(crate) fn stats_json(
         let DataType::Primitive(ty) = field.data_type else {
             continue;
         };
+        // Files and statistics use physical names under column mapping.
         let Ok(converter) = StatisticsConverter::try_new(
-            &field.name,
+            field.physical_name(),
             file_schema,
             metadata.file_metadata().schema_descr(),
         ) else {
@@ -260,7 +261,7 @@ pub(crate) fn stats_json(
             && counts.null_count() == 0
         {
             nulls.push((
-                field.name.clone(),
+                field.physical_name().to_string(),
                 counts.values().iter().sum::<u64>().to_string(),
             ));
         }
@@ -290,12 +291,12 @@ pub(crate) fn stats_json(
         // A row group whose column is all null has no bounds; the others still bound it.
         if let Some(min) = fold(min_array.as_ref(), std::cmp::Ordering::Less).and_then(lower_bound)
         {
-            mins.push((field.name.clone(), min));
+            mins.push((field.physical_name().to_string(), min));
         }
         if let Some(max) =
             fold(max_array.as_ref(), std::cmp::Ordering::Greater).and_then(upper_bound)
         {
-            maxes.push((field.name.clone(), max));
+            maxes.push((field.physical_name().to_string(), max));
         }
     }
     let mut out = format!("{{\"numRecords\":{rows}");

@@ -14,6 +14,7 @@ use crate::index::meta::REGISTRY_DOMAIN;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
 use crate::protocol::features::ensure_writable;
+use crate::protocol::mapping;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, IsolationLevel};
@@ -218,7 +219,21 @@ impl WriteBuilder<'_> {
             &batches,
             schema_mode,
         )?;
-        let schema = evolved.clone().unwrap_or_else(|| snapshot.schema().clone());
+        // New columns of a mapped table get their ids and physical names before any file
+        // is written under them.
+        let evolved = match evolved {
+            Some(mut schema) => {
+                let mut metadata = snapshot.metadata().clone();
+                mapping::annotate(&mut schema, &mut metadata, false)?;
+                metadata.schema_string = schema.to_json();
+                Some((schema, metadata))
+            }
+            None => None,
+        };
+        let schema = match &evolved {
+            Some((schema, _)) => schema.clone(),
+            None => snapshot.schema().clone(),
+        };
 
         // An overwrite reads what it replaces: the whole table, or the named partitions.
         let mut removed: Vec<Add> = Vec::new();
@@ -310,10 +325,8 @@ impl WriteBuilder<'_> {
         let written = written?;
         let mut prebuilt = segments?;
 
-        if let Some(new_schema) = &evolved {
-            let mut metadata = snapshot.metadata().clone();
-            metadata.schema_string = new_schema.to_json();
-            txn.set_metadata(metadata);
+        if let Some((_, metadata)) = &evolved {
+            txn.set_metadata(metadata.clone());
         }
         let (files_removed, files_added) = (removed.len(), written.adds.len());
         for add in removed {

@@ -24,6 +24,7 @@ use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
 use super::encoding::file_properties;
+use super::physical::{physical_schema, relabel};
 use super::upload::{Body, FileSink, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Most rows handed to the Parquet writer at a time.
@@ -379,11 +380,22 @@ pub(super) fn encode(
         .cloned()
         .collect();
     let data_struct = StructType::new(data_fields);
-    let data_schema: SchemaRef = Arc::new(data_struct.to_arrow());
+    // Under column mapping, files hold physical names (and field ids).
+    let data_schema: SchemaRef = Arc::new(physical_schema(&data_struct));
+    let capture: Vec<String> = options
+        .capture
+        .iter()
+        .map(|name| match schema.field(name) {
+            Some(field) => field.physical_name().to_string(),
+            None => name.clone(),
+        })
+        .collect();
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
     let mut counter = 0usize;
     for batch in batches {
-        for (key, values, part) in split_partitions(&batch, partition_columns, &data_schema)? {
+        for (key, values, part) in
+            split_partitions(&batch, partition_columns, &data_struct, &data_schema)?
+        {
             let mut offset = 0;
             while offset < part.num_rows() {
                 let len = slice_rows(open.get(&key), options.target_file_size)
@@ -415,7 +427,7 @@ pub(super) fn encode(
                             relative,
                             partition_values: values.clone(),
                             rows: 0,
-                            captured: vec![Vec::new(); options.capture.len()],
+                            captured: vec![Vec::new(); capture.len()],
                         })
                     }
                 };
@@ -427,7 +439,7 @@ pub(super) fn encode(
                         .unwrap_or_else(|| Error::parquet(&file.relative)(e)));
                 }
                 file.rows += slice.num_rows();
-                for (name, slices) in options.capture.iter().zip(&mut file.captured) {
+                for (name, slices) in capture.iter().zip(&mut file.captured) {
                     if let Some(column) = slice.column_by_name(name) {
                         slices.push(Arc::clone(column));
                     }
@@ -535,24 +547,28 @@ fn file_name(
 type PartitionGroup = (Vec<Option<String>>, PartitionValues, RecordBatch);
 
 /// Splits a batch (in table schema) into one batch per partition, each without the
-/// partition columns, with the partition's serialized values.
+/// partition columns and in the files' physical schema, with the partition's serialized
+/// values.
 fn split_partitions(
     batch: &RecordBatch,
     partition_columns: &[PartitionColumn],
+    data_struct: &StructType,
     data_schema: &SchemaRef,
 ) -> Result<Vec<PartitionGroup>> {
-    let data_indices: Vec<usize> = data_schema
-        .fields()
+    let data_indices: Vec<usize> = data_struct
+        .fields
         .iter()
-        .filter_map(|f| batch.schema().index_of(f.name()).ok())
+        .filter_map(|f| batch.schema().index_of(&f.name).ok())
         .collect();
     let project = |b: &RecordBatch| -> Result<RecordBatch> {
-        let projected = b
-            .project(&data_indices)
-            .map_err(Error::arrow("splitting partitions"))?;
+        let columns = data_indices
+            .iter()
+            .zip(data_schema.fields())
+            .map(|(i, field)| relabel(b.column(*i), field.data_type()))
+            .collect::<Result<Vec<_>>>()?;
         RecordBatch::try_new_with_options(
             Arc::clone(data_schema),
-            projected.columns().to_vec(),
+            columns,
             &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
         )
         .map_err(Error::arrow("splitting partitions"))

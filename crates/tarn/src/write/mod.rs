@@ -6,6 +6,7 @@ mod builder;
 mod encoding;
 mod files;
 mod low_level;
+mod physical;
 mod stream;
 mod upload;
 
