@@ -21,6 +21,7 @@ pub mod python;
 pub mod rows;
 pub mod seeded;
 pub mod spark;
+pub mod spark_checks;
 pub mod torture;
 
 use std::path::PathBuf;

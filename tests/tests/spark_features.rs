@@ -1,0 +1,247 @@
+//! Table features against Spark, both ways: tables Spark creates with a feature take
+//! Tarn's writes and read back in Spark with Tarn's rows at every version, and tables
+//! Tarn creates with it read in Spark and take Spark's changes. Column mapping (name and
+//! id, with renames and drops) so far. One Spark process serves the whole file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use tarn::dml::ChangeStrategy;
+use tarn::expr::{col, lit, source_col};
+use tarn::{SchemaMode, Table};
+use tarn_tests::fixtures::{
+    all_types_batch, all_types_schema, sales_batch, sales_schema, with_column,
+};
+use tarn_tests::spark::spark;
+use tarn_tests::spark_checks::{
+    assert_same_in_spark, assert_same_in_spark_at, assert_tarn_reads_like_spark, spark_sql,
+};
+
+/// Rows `(id, name, p)` with `p` the id modulo 3, as text.
+fn named_rows(ids: std::ops::Range<i64>, name: &str) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("p", DataType::Utf8, true),
+    ]));
+    let names: StringArray = ids.clone().map(|i| Some(format!("{name}{i}"))).collect();
+    let parts: StringArray = ids.clone().map(|i| Some((i % 3).to_string())).collect();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids)),
+            Arc::new(names),
+            Arc::new(parts),
+        ],
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_spark_maps_take_tarn_writes_around_renames_and_drops() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    for mode in ["name", "id"] {
+        let dir = root.path().join(format!("spark-{mode}"));
+        let what = format!("Spark-mapped by {mode}");
+        spark_sql(
+            spark,
+            &dir,
+            &[
+                &format!(
+                    "CREATE TABLE {{t}} (id BIGINT, old_name STRING, gone DOUBLE, p STRING) \
+                     USING delta PARTITIONED BY (p) TBLPROPERTIES \
+                     ('delta.columnMapping.mode' = '{mode}', 'delta.enableDeletionVectors' = 'true')"
+                ),
+                "INSERT INTO {t} SELECT id, CONCAT('n', CAST(id AS STRING)), id * 1.5, \
+                 CAST(id % 3 AS STRING) FROM range(100)",
+                "ALTER TABLE {t} RENAME COLUMN old_name TO name",
+                "ALTER TABLE {t} DROP COLUMN gone",
+                "DELETE FROM {t} WHERE id % 10 = 0",
+            ],
+        );
+        let mut table = assert_tarn_reads_like_spark(spark, &dir, &what).await;
+
+        // Tarn writes every kind of change under Spark's physical names.
+        table.append([named_rows(100..150, "t")]).await.unwrap();
+        table
+            .delete(col("id").lt(lit(20i64)))
+            .strategy(ChangeStrategy::CopyOnWrite)
+            .execute()
+            .await
+            .unwrap();
+        table
+            .update()
+            .filter(col("p").eq(lit("1")))
+            .set("name", lit("updated"))
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .unwrap();
+        table
+            .merge([named_rows(140..170, "m")])
+            .on(["id"])
+            .when_matched_update(None, [("name", source_col("name"))])
+            .when_not_matched_insert_all(None)
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .unwrap();
+        let extra = with_column(
+            &named_rows(200..210, "x"),
+            Field::new("extra", DataType::Int64, true),
+            Arc::new(Int64Array::from_iter_values(0..10)),
+        );
+        table
+            .write([extra])
+            .schema_mode(SchemaMode::AddColumns)
+            .execute()
+            .await
+            .unwrap();
+
+        // Spark writes to and renames the column Tarn added; Tarn reads and appends again.
+        spark_sql(
+            spark,
+            &dir,
+            &[
+                "INSERT INTO {t} VALUES (300, 'spark', '0', 7)",
+                "ALTER TABLE {t} RENAME COLUMN extra TO renamed",
+            ],
+        );
+        table.refresh().await.unwrap();
+        let renamed = with_column(
+            &named_rows(400..405, "r"),
+            Field::new("renamed", DataType::Int64, true),
+            Arc::new(Int64Array::from_iter_values(40..45)),
+        );
+        table.append([renamed]).await.unwrap();
+        assert_same_in_spark(spark, &table, &dir, &what).await;
+    }
+}
+
+/// The batch with column `from` named `to`.
+fn renamed(batch: &RecordBatch, from: &str, to: &str) -> RecordBatch {
+    let fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match f.name() == from {
+            true => f.as_ref().clone().with_name(to),
+            false => f.as_ref().clone(),
+        })
+        .collect();
+    let columns: Vec<ArrayRef> = batch.columns().to_vec();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+}
+
+/// The sales batch with `customer` renamed `client`, and without `day` unless
+/// `with_day`, as the table is after Spark's changes.
+fn client_rows(start: i64, end: i64, with_day: bool) -> RecordBatch {
+    let batch = sales_batch(start, end);
+    let keep = ["id", "customer", "country", "amount", "ts", "day"];
+    let indices: Vec<usize> = keep[..if with_day { 6 } else { 5 }]
+        .iter()
+        .map(|n| batch.schema().index_of(n).unwrap())
+        .collect();
+    renamed(&batch.project(&indices).unwrap(), "customer", "client")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_tarn_maps_read_in_spark_and_take_its_renames() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    for mode in ["name", "id"] {
+        let what = format!("Tarn-mapped by {mode}");
+        let dir = root.path().join(format!("tarn-{mode}"));
+        let mut table = Table::create(dir.to_str().unwrap())
+            .with_arrow_schema(&sales_schema())
+            .with_partition_columns(["country"])
+            .with_property("delta.columnMapping.mode", mode)
+            .with_property("delta.enableDeletionVectors", "true")
+            .execute()
+            .await
+            .unwrap();
+        table.append([sales_batch(0, 200)]).await.unwrap();
+        table
+            .delete(col("customer").eq(lit("customer-2")))
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .unwrap();
+        assert_same_in_spark(spark, &table, &dir, &what).await;
+
+        spark_sql(
+            spark,
+            &dir,
+            &[
+                "ALTER TABLE {t} RENAME COLUMN customer TO client",
+                "ALTER TABLE {t} DROP COLUMN day",
+                "INSERT INTO {t} (id, client, country, amount, ts) \
+                 VALUES (9999, 'spark', 'NL', 1.0, TIMESTAMP '2026-01-01 00:00:00')",
+            ],
+        );
+        table.refresh().await.unwrap();
+        assert_same_in_spark_at(spark, &dir, table.version(), &what).await;
+        table.append([client_rows(200, 260, false)]).await.unwrap();
+        table
+            .update()
+            .filter(col("client").eq(lit("customer-1")))
+            .set("amount", lit(0.5))
+            .strategy(ChangeStrategy::CopyOnWrite)
+            .execute()
+            .await
+            .unwrap();
+        assert_same_in_spark(spark, &table, &dir, &what).await;
+
+        // Nested columns: struct fields, list and map values under their ids and names.
+        let dir = root.path().join(format!("tarn-nested-{mode}"));
+        let mut table = Table::create(dir.to_str().unwrap())
+            .with_arrow_schema(&all_types_schema())
+            .with_property("delta.columnMapping.mode", mode)
+            .execute()
+            .await
+            .unwrap();
+        table.append([all_types_batch(0, 40)]).await.unwrap();
+        spark_sql(
+            spark,
+            &dir,
+            &["ALTER TABLE {t} RENAME COLUMN point TO location"],
+        );
+        table.refresh().await.unwrap();
+        table
+            .append([renamed(&all_types_batch(40, 60), "point", "location")])
+            .await
+            .unwrap();
+        assert_same_in_spark(spark, &table, &dir, &format!("{what}, nested")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_renames_columns_of_tables_tarn_turned_mapping_on_for() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("upgraded");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 100)]).await.unwrap();
+    let _ = table
+        .set_properties([("delta.columnMapping.mode", "name")])
+        .await
+        .unwrap();
+    table.append([sales_batch(100, 150)]).await.unwrap();
+    spark_sql(
+        spark,
+        &dir,
+        &["ALTER TABLE {t} RENAME COLUMN customer TO client"],
+    );
+    let mut table = assert_tarn_reads_like_spark(spark, &dir, "mapping turned on").await;
+    table.append([client_rows(150, 170, true)]).await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "mapping turned on").await;
+}
