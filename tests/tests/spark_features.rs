@@ -245,3 +245,161 @@ async fn spark_renames_columns_of_tables_tarn_turned_mapping_on_for() {
     table.append([client_rows(150, 170, true)]).await.unwrap();
     assert_same_in_spark(spark, &table, &dir, "mapping turned on").await;
 }
+
+/// Files in the table's `_delta_log`: a refused write must leave them as they were.
+fn log_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("_delta_log")).unwrap().count()
+}
+
+/// Rows `(id, v)`.
+fn id_rows(ids: std::ops::Range<i64>) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+    ]));
+    let values: StringArray = ids.clone().map(|i| Some(format!("v{i}"))).collect();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids)),
+            Arc::new(values),
+        ],
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    // (table, what Spark does, the feature Tarn names, whether appends are safe).
+    let cases: [(&str, &[&str], &str, bool); 6] = [
+        (
+            "cdf",
+            &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
+               TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"],
+            "changeDataFeed",
+            true,
+        ),
+        (
+            "check",
+            &[
+                "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
+                "ALTER TABLE {t} ADD CONSTRAINT positive CHECK (id > 0)",
+            ],
+            "checkConstraints",
+            false,
+        ),
+        (
+            "generated",
+            &[
+                "CREATE TABLE {t} (id BIGINT, v STRING, doubled BIGINT GENERATED ALWAYS AS (id * 2)) \
+               USING delta",
+            ],
+            "generatedColumns",
+            false,
+        ),
+        (
+            "identity",
+            &[
+                "CREATE TABLE {t} (key BIGINT GENERATED ALWAYS AS IDENTITY, id BIGINT, v STRING) \
+               USING delta",
+            ],
+            "identityColumns",
+            false,
+        ),
+        (
+            "row-tracking",
+            &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
+               TBLPROPERTIES ('delta.enableRowTracking' = 'true')"],
+            "rowTracking",
+            false,
+        ),
+        (
+            "ict",
+            &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
+               TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')"],
+            "inCommitTimestamp",
+            false,
+        ),
+    ];
+    for (name, statements, feature, appends) in cases {
+        let dir = root.path().join(name);
+        let mut statements = statements.to_vec();
+        statements.push("INSERT INTO {t} (id, v) VALUES (1, 'spark'), (2, 'spark')");
+        spark_sql(spark, &dir, &statements);
+        let mut table = assert_tarn_reads_like_spark(spark, &dir, name).await;
+        let refused = |err: tarn::Error| match &err {
+            tarn::Error::UnsupportedWriterFeature { feature: f } if f == feature => {}
+            other => panic!("{name}: expected {feature} to be named, got {other}"),
+        };
+        let before = (table.version(), log_files(&dir));
+        if appends {
+            table.append([id_rows(10..12)]).await.unwrap();
+        } else {
+            refused(table.append([id_rows(10..12)]).await.unwrap_err());
+        }
+        let after_append = (table.version(), log_files(&dir));
+        assert_eq!(after_append.0 > before.0, appends, "{name}: append");
+        for strategy in [ChangeStrategy::CopyOnWrite, ChangeStrategy::MergeOnRead] {
+            let deleted = table
+                .delete(col("id").eq(lit(1i64)))
+                .strategy(strategy)
+                .execute()
+                .await;
+            refused(deleted.unwrap_err());
+        }
+        let updated = table
+            .update()
+            .set("v", lit("tarn"))
+            .strategy(ChangeStrategy::CopyOnWrite)
+            .execute()
+            .await;
+        refused(updated.unwrap_err());
+        let merged = table
+            .merge([id_rows(1..3)])
+            .on(["id"])
+            .when_matched_delete(None)
+            .strategy(ChangeStrategy::CopyOnWrite)
+            .execute()
+            .await;
+        refused(merged.unwrap_err());
+        assert_eq!(
+            (table.version(), log_files(&dir)),
+            after_append,
+            "{name}: a refused change committed"
+        );
+        table.refresh().await.unwrap();
+        assert_same_in_spark_at(spark, &dir, table.version(), name).await;
+    }
+
+    // Reader features Tarn lacks: the table does not even open, so nothing is misread.
+    for (name, statements, feature) in [
+        (
+            "type-widening",
+            &[
+                "CREATE TABLE {t} (id INT, v STRING) USING delta \
+                 TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
+                "INSERT INTO {t} VALUES (1, 'a')",
+                "ALTER TABLE {t} CHANGE COLUMN id TYPE BIGINT",
+            ][..],
+            "typeWidening",
+        ),
+        (
+            "variant",
+            &[
+                "CREATE TABLE {t} (id BIGINT, v VARIANT) USING delta",
+                "INSERT INTO {t} SELECT 1, PARSE_JSON('{\"a\": 1}')",
+            ][..],
+            "variantType",
+        ),
+    ] {
+        let dir = root.path().join(name);
+        spark_sql(spark, &dir, statements);
+        let err = Table::open(dir.to_str().unwrap()).await.unwrap_err();
+        assert!(
+            matches!(&err, tarn::Error::UnsupportedReaderFeature { feature: f } if f.starts_with(feature)),
+            "{name}: {err}"
+        );
+    }
+}

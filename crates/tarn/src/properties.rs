@@ -24,6 +24,8 @@ pub const ENABLE_IN_COMMIT_TIMESTAMPS: &str = "delta.enableInCommitTimestamps";
 pub const ICT_ENABLEMENT_VERSION: &str = "delta.inCommitTimestampEnablementVersion";
 /// `delta.appendOnly`
 pub const APPEND_ONLY: &str = "delta.appendOnly";
+/// `delta.enableChangeDataFeed`
+pub const ENABLE_CHANGE_DATA_FEED: &str = "delta.enableChangeDataFeed";
 /// `delta.enableDeletionVectors`
 pub const ENABLE_DELETION_VECTORS: &str = "delta.enableDeletionVectors";
 /// `tarn.dml.strategy`: how row-level changes are written, `copy-on-write` or
@@ -163,6 +165,11 @@ impl<'a> TableProperties<'a> {
     /// Whether the table refuses removes (`delta.appendOnly`).
     pub fn append_only(&self) -> bool {
         self.flag(APPEND_ONLY)
+    }
+
+    /// Whether the table records a change data feed (`delta.enableChangeDataFeed`).
+    pub fn change_data_feed(&self) -> bool {
+        self.flag(ENABLE_CHANGE_DATA_FEED)
     }
 
     /// Whether deletion vectors are enabled.

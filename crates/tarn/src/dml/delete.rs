@@ -47,7 +47,8 @@ impl DeleteBuilder<'_> {
     ///
     /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for a predicate that
     /// does not fit the schema, [`Error::InvalidArgument`] for merge-on-read on a table
-    /// without deletion vectors or a delete on an append-only table, and as
+    /// without deletion vectors or a delete on an append-only table,
+    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let DeleteBuilder {

@@ -33,6 +33,7 @@ use crate::dv::{DvFileWriter, describe_bitmap};
 use crate::error::{Error, Result};
 use crate::index::InlineSegments;
 use crate::protocol::Add;
+use crate::protocol::features::ensure_writable;
 use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
@@ -85,10 +86,21 @@ pub(crate) struct FileChange {
 
 /// The strategy of one operation: the table's, or the one asked for. Merge-on-read
 /// needs deletion vectors enabled on the table.
+///
+/// Fails as [`ensure_writable`] does before anything is read or written, and with
+/// [`Error::UnsupportedWriterFeature`] on a table that records a change data feed: Tarn
+/// does not write its `_change_data` files yet, and without them readers of the feed
+/// would take a rewritten file's every row for deleted and inserted.
 pub(crate) fn resolve_strategy(
     snapshot: &Snapshot,
     asked: Option<ChangeStrategy>,
 ) -> Result<ChangeStrategy> {
+    ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+    if snapshot.properties().change_data_feed() {
+        return Err(Error::UnsupportedWriterFeature {
+            feature: "changeDataFeed".into(),
+        });
+    }
     let strategy = asked.unwrap_or_else(|| snapshot.properties().change_strategy());
     if strategy == ChangeStrategy::MergeOnRead
         && !snapshot.protocol().has_writer_feature("deletionVectors")

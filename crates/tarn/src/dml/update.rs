@@ -188,7 +188,8 @@ impl UpdateBuilder<'_> {
     /// assignments that do not fit the schema, [`Error::InvalidArgument`] for no or
     /// duplicate assignments, partition columns assigned without
     /// `allow_partition_moves`, or merge-on-read without deletion vectors,
-    /// [`Error::SchemaMismatch`] when a non-nullable column would become null, and as
+    /// [`Error::SchemaMismatch`] when a non-nullable column would become null,
+    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let UpdateBuilder {

@@ -186,7 +186,8 @@ impl MergeBuilder<'_> {
     /// Fails with [`Error::InvalidArgument`] without keys or clauses,
     /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
     /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
-    /// [`Error::MergeDuplicateMatch`] for ambiguous matches, and as
+    /// [`Error::MergeDuplicateMatch`] for ambiguous matches,
+    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let MergeBuilder {
