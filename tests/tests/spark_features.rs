@@ -1,7 +1,9 @@
 //! Table features against Spark, both ways: tables Spark creates with a feature take
 //! Tarn's writes and read back in Spark with Tarn's rows at every version, and tables
 //! Tarn creates with it read in Spark and take Spark's changes. Column mapping (name and
-//! id, with renames and drops) so far. One Spark process serves the whole file.
+//! id, with renames and drops) and in-commit timestamps so far; the features Tarn cannot
+//! maintain yet refuse every write that would break them. One Spark process serves the
+//! whole file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -15,6 +17,8 @@ use tarn::{SchemaMode, Table};
 use tarn_tests::fixtures::{
     all_types_batch, all_types_schema, sales_batch, sales_schema, with_column,
 };
+use tarn_tests::log::commit_info_at;
+use tarn_tests::rows::{align, canonical_rows};
 use tarn_tests::spark::spark;
 use tarn_tests::spark_checks::{
     assert_same_in_spark, assert_same_in_spark_at, assert_tarn_reads_like_spark, spark_sql,
@@ -273,7 +277,7 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     // (table, what Spark does, the feature Tarn names, whether appends are safe).
-    let cases: [(&str, &[&str], &str, bool); 6] = [
+    let cases: [(&str, &[&str], &str, bool); 5] = [
         (
             "cdf",
             &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
@@ -313,13 +317,6 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
             &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
                TBLPROPERTIES ('delta.enableRowTracking' = 'true')"],
             "rowTracking",
-            false,
-        ),
-        (
-            "ict",
-            &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
-               TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')"],
-            "inCommitTimestamp",
             false,
         ),
     ];
@@ -402,4 +399,103 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
             "{name}: {err}"
         );
     }
+}
+
+/// The in-commit timestamp of each version of the table at `dir`.
+async fn stamps(dir: &std::path::Path, latest: i64) -> Vec<i64> {
+    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
+    let mut out = Vec::new();
+    for v in 0..=latest {
+        let info = commit_info_at(&location, v).await.unwrap();
+        out.push(info["inCommitTimestamp"].as_i64().unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_commit_timestamps_work_both_ways_with_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("spark-ict");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
+             TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
+            "INSERT INTO {t} VALUES (1, 'spark'), (2, 'spark')",
+        ],
+    );
+    // Tarn's clock is years ahead of the files' times: only the stamps tell its versions.
+    let clock = Arc::new(tarn::ManualClock::new(1_900_000_000_000));
+    let mut table = Table::open(dir.to_str().unwrap())
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    table.append([id_rows(10..20)]).await.unwrap();
+    clock.advance(3_600_000);
+    table
+        .delete(col("id").eq(lit(12i64)))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    clock.advance(3_600_000);
+    table
+        .merge([id_rows(15..25)])
+        .on(["id"])
+        .when_matched_delete(None)
+        .when_not_matched_insert_all(None)
+        .execute()
+        .await
+        .unwrap();
+    spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (3, 'spark again')"]);
+    table.refresh().await.unwrap();
+    table.append([id_rows(30..31)]).await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "Spark's in-commit timestamps").await;
+
+    let spark_stamps = stamps(&dir, table.version()).await;
+    assert!(
+        spark_stamps.windows(2).all(|w| w[1] > w[0]),
+        "{spark_stamps:?}"
+    );
+    // Spark travels to each version by its stamp and reads Tarn's rows there.
+    for (version, stamp) in spark_stamps.iter().enumerate().skip(2) {
+        let at = chrono::DateTime::from_timestamp_millis(*stamp)
+            .unwrap()
+            .format("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string();
+        let theirs = spark.read_at_timestamp(&dir, &at);
+        let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
+        let ours = tarn::Snapshot::builder(location)
+            .at_version(version as i64)
+            .build()
+            .await
+            .unwrap()
+            .scan()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            canonical_rows(&align(&theirs, table.snapshot().arrow_schema())),
+            canonical_rows(&ours),
+            "Spark at {at}, version {version}"
+        );
+    }
+
+    // A table Tarn creates with them: Spark reads it and writes to it, Tarn follows.
+    let dir = root.path().join("tarn-ict");
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_arrow_schema(&id_rows(0..1).schema())
+        .with_property("delta.enableInCommitTimestamps", "true")
+        .execute()
+        .await
+        .unwrap();
+    table.append([id_rows(0..5)]).await.unwrap();
+    spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (100, 'spark')"]);
+    table.refresh().await.unwrap();
+    table.append([id_rows(5..8)]).await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "Tarn's in-commit timestamps").await;
+    let stamps = stamps(&dir, table.version()).await;
+    assert!(stamps.windows(2).all(|w| w[1] > w[0]), "{stamps:?}");
 }

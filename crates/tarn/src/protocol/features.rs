@@ -24,6 +24,7 @@ pub const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "changeDataFeed",
     "generatedColumns",
     "identityColumns",
+    "inCommitTimestamp",
     "columnMapping",
     "deletionVectors",
     "domainMetadata",
@@ -41,7 +42,9 @@ impl Protocol {
     /// The protocol Tarn gives new tables: (1, 2), or (3, 7) with the features `schema` and
     /// `properties` need (`timestampNtz` for `timestamp_ntz` columns, `deletionVectors`
     /// when `delta.enableDeletionVectors` is true, `columnMapping` when
-    /// `delta.columnMapping.mode` is `name` or `id`).
+    /// `delta.columnMapping.mode` is `name` or `id`), or (1, 7) when the only ones are
+    /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
+    /// true).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
         let mut writer = Vec::new();
@@ -53,27 +56,35 @@ impl Protocol {
             reader.push("deletionVectors".to_string());
             writer.push("deletionVectors".to_string());
         }
-        if TableProperties::new(metadata).column_mapping_mode() != ColumnMappingMode::None {
+        let properties = TableProperties::new(metadata);
+        if properties.column_mapping_mode() != ColumnMappingMode::None {
             reader.push("columnMapping".to_string());
             writer.push("columnMapping".to_string());
         }
-        if reader.is_empty() {
-            Self {
+        // Writer-only: readers that do not know it still read the table right.
+        if properties.in_commit_timestamps_since().is_some() {
+            writer.push("inCommitTimestamp".to_string());
+        }
+        if writer.is_empty() {
+            return Self {
                 min_reader_version: 1,
                 min_writer_version: 2,
                 reader_features: None,
                 writer_features: None,
-            }
-        } else {
-            // Writer version 7 lists every feature the writer must know, the legacy ones of
-            // (1, 2) included.
-            writer.extend(["appendOnly".to_string(), "invariants".to_string()]);
-            Self {
-                min_reader_version: 3,
-                min_writer_version: 7,
-                reader_features: Some(reader),
-                writer_features: Some(writer),
-            }
+            };
+        }
+        // Writer version 7 lists every feature the writer must know, the legacy ones of
+        // (1, 2) included.
+        writer.extend(["appendOnly".to_string(), "invariants".to_string()]);
+        let (min_reader_version, reader_features) = match reader.is_empty() {
+            true => (1, None),
+            false => (3, Some(reader)),
+        };
+        Self {
+            min_reader_version,
+            min_writer_version: 7,
+            reader_features,
+            writer_features: Some(writer),
         }
     }
 

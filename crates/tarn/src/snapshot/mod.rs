@@ -438,6 +438,13 @@ impl Snapshot {
             .max(self.timestamp)
     }
 
+    /// The timestamp the newest commit replayed into this snapshot recorded (its
+    /// in-commit timestamp, else `commitInfo.timestamp`); `None` when the snapshot was
+    /// read from a checkpoint with no commit after it.
+    pub(crate) fn recorded_commit_timestamp(&self) -> Option<i64> {
+        self.state.last_commit_timestamp
+    }
+
     /// The table's location.
     pub fn location(&self) -> &StoreLocation {
         &self.location

@@ -270,7 +270,7 @@ pub(crate) async fn commit_create(
 ) -> Result<(i64, Vec<Action>)> {
     let txn_id = Uuid::new_v4().to_string();
     let timestamp = clock.now_ms();
-    let info = commit_info(CommitInfoParts {
+    let mut info = commit_info(CommitInfoParts {
         timestamp,
         operation: "CREATE TABLE",
         parameters: &parameters,
@@ -280,6 +280,9 @@ pub(crate) async fn commit_create(
         blind_append: false,
         txn_id: &txn_id,
     });
+    if super::ict::enabled_in(actions) == Some(true) {
+        super::ict::stamp(&mut info, timestamp);
+    }
     let body = encode_commit(&info, actions)?;
     let root = location.root();
     match put_commit(

@@ -14,6 +14,7 @@ use super::checkpoint::{CheckpointTask, maybe_checkpoint};
 use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
 use super::group;
+use super::ict;
 use super::put::{self, PutOutcome, commits_after, encode_commit, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
@@ -447,11 +448,14 @@ impl Transaction {
             } else {
                 group::Group::default()
             };
-            // Commit timestamps never go backwards, whatever this machine's clock says.
-            let timestamp = self
-                .clock
-                .now_ms()
-                .max(base.latest_commit_timestamp_ms() + 1);
+            // Commit timestamps never go backwards, whatever this machine's clock says;
+            // in-commit timestamps must rise strictly above the last commit's.
+            let in_commit = ict::required(&base, &actions);
+            let floor = match in_commit {
+                true => ict::floor(&base).await?,
+                false => base.latest_commit_timestamp_ms(),
+            };
+            let timestamp = self.clock.now_ms().max(floor + 1);
             let mut info = commit_info(CommitInfoParts {
                 timestamp,
                 operation: &self.operation,
@@ -463,6 +467,9 @@ impl Transaction {
                 txn_id: &txn_id,
             });
             group::mark_group(&mut info, &carried);
+            if in_commit {
+                ict::stamp(&mut info, timestamp);
+            }
             let mut all_actions = actions.clone();
             all_actions.extend(carried.actions.iter().cloned());
             let body = encode_commit(&info, &all_actions)?;

@@ -1,0 +1,68 @@
+//! In-commit timestamps (the `inCommitTimestamp` writer feature): when a table enables
+//! them, every commit carries its time inside `commitInfo.inCommitTimestamp`, strictly
+//! above the previous commit's, and readers use it instead of file times for history and
+//! time travel.
+
+use object_store::ObjectStoreExt;
+
+use crate::error::{Error, Result};
+use crate::log::{log_dir, parse_commit};
+use crate::properties::TableProperties;
+use crate::protocol::names::commit_file_name;
+use crate::protocol::{Action, Metadata};
+use crate::snapshot::Snapshot;
+
+use super::commit_info::commit_timestamp;
+
+/// Whether the metadata among `actions` (the last, when several) enables in-commit
+/// timestamps; `None` when the actions change no metadata.
+pub(crate) fn enabled_in(actions: &[Action]) -> Option<bool> {
+    actions.iter().rev().find_map(|a| match a {
+        Action::Metadata(m) => Some(enabled(m)),
+        _ => None,
+    })
+}
+
+/// Whether `metadata` enables in-commit timestamps.
+fn enabled(metadata: &Metadata) -> bool {
+    TableProperties::new(metadata)
+        .in_commit_timestamps_since()
+        .is_some()
+}
+
+/// Whether a commit on `base` with `actions` must carry an in-commit timestamp: the
+/// metadata in effect (the commit's own, else the base's) enables them.
+pub(crate) fn required(base: &Snapshot, actions: &[Action]) -> bool {
+    enabled_in(actions).unwrap_or_else(|| enabled(base.metadata()))
+}
+
+/// The time a commit on `base` must be stamped after: the newest timestamp `base` knows
+/// of. A snapshot read from a checkpoint has not seen its last commit's `commitInfo`, so
+/// that commit is read (when it is still there); without it, the file time stands.
+///
+/// Fails with [`Error::Store`] when the commit cannot be read for another reason than
+/// being gone, and as [`parse_commit`] does for a malformed one.
+pub(crate) async fn floor(base: &Snapshot) -> Result<i64> {
+    if base.recorded_commit_timestamp().is_some() {
+        return Ok(base.latest_commit_timestamp_ms());
+    }
+    let path = log_dir(base.location().root()).join(commit_file_name(base.version()));
+    let bytes = match base.location().store().get(&path).await {
+        Ok(found) => found.bytes().await.map_err(Error::store("get", &path))?,
+        Err(object_store::Error::NotFound { .. }) => {
+            return Ok(base.latest_commit_timestamp_ms());
+        }
+        Err(e) => return Err(Error::store("get", &path)(e)),
+    };
+    let recorded = commit_timestamp(&parse_commit(base.version(), &bytes)?);
+    Ok(recorded
+        .unwrap_or(i64::MIN)
+        .max(base.latest_commit_timestamp_ms()))
+}
+
+/// Stamps a `commitInfo` with its in-commit timestamp.
+pub(crate) fn stamp(info: &mut Action, timestamp: i64) {
+    if let Action::CommitInfo(c) = info {
+        c.in_commit_timestamp = Some(timestamp);
+    }
+}

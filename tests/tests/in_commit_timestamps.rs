@@ -1,0 +1,137 @@
+//! In-commit timestamps (`delta.enableInCommitTimestamps`): tables created with them get
+//! the `inCommitTimestamp` writer feature, and every commit Tarn writes to them carries
+//! `commitInfo.inCommitTimestamp` first in the file, strictly above the previous commit's
+//! whatever the writer's clock says, also when its snapshot came from a checkpoint. Time
+//! travel by timestamp follows them. Spark's side is in `spark_features.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tarn::expr::{col, lit};
+use tarn::{Error, ManualClock, Snapshot, Table};
+use tarn_tests::fixtures::{sales_batch, sales_schema};
+use tarn_tests::log::commit_info_at;
+
+/// The in-commit timestamps of versions `from..=to`, from each commit's first action,
+/// which must be its `commitInfo`.
+async fn stamps(dir: &Path, from: i64, to: i64) -> Vec<i64> {
+    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
+    let mut out = Vec::new();
+    for v in from..=to {
+        let info = commit_info_at(&location, v).await.unwrap();
+        out.push(
+            info["inCommitTimestamp"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("version {v} starts without an in-commit timestamp")),
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_carry_rising_in_commit_timestamps_whatever_the_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().to_str().unwrap();
+    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let mut table = Table::create(url)
+        .with_arrow_schema(&sales_schema())
+        .with_property("delta.enableInCommitTimestamps", "true")
+        .with_property("delta.checkpointInterval", "3")
+        .with_clock(clock.clone())
+        .execute()
+        .await
+        .unwrap();
+    let protocol = table.snapshot().protocol().clone();
+    assert_eq!(
+        (protocol.min_reader_version, protocol.min_writer_version),
+        (1, 7)
+    );
+    assert!(protocol.has_writer_feature("inCommitTimestamp"));
+
+    // The clock goes back an hour between commits: the stamps still rise.
+    for i in 0..4 {
+        clock.set(1_800_000_000_000 - 3_600_000 * (i + 1));
+        let outcome = table
+            .append([sales_batch(i * 10, i * 10 + 10)])
+            .await
+            .unwrap();
+        if let Some(task) = &outcome.commit.checkpoint {
+            task.wait().await.unwrap();
+        }
+    }
+    table
+        .delete(col("id").lt(lit(5i64)))
+        .execute()
+        .await
+        .unwrap();
+    let stamps_now = stamps(dir.path(), 0, table.version()).await;
+    assert_eq!(stamps_now[0], 1_800_000_000_000);
+    assert!(
+        stamps_now.windows(2).all(|w| w[1] > w[0]),
+        "stamps do not rise: {stamps_now:?}"
+    );
+
+    // A writer whose snapshot comes from a checkpoint at the latest version (no commit
+    // replayed) still stamps above the last commit, though its clock is a day behind.
+    let mut checkpointed = table.version();
+    while checkpointed % 3 != 0 {
+        let outcome = table.append([sales_batch(50, 60)]).await.unwrap();
+        if let Some(task) = &outcome.commit.checkpoint {
+            task.wait().await.unwrap();
+        }
+        checkpointed = table.version();
+    }
+    assert!(
+        dir.path()
+            .join(format!("_delta_log/{checkpointed:020}.checkpoint.parquet"))
+            .exists()
+    );
+    let behind = Arc::new(ManualClock::new(1_800_000_000_000 - 86_400_000));
+    let mut late = Table::open(url).await.unwrap().with_clock(behind);
+    late.append([sales_batch(100, 110)]).await.unwrap();
+    let all = stamps(dir.path(), checkpointed, late.version()).await;
+    assert_eq!(
+        late.version(),
+        checkpointed + 1,
+        "the late writer raced no one"
+    );
+    assert!(
+        all.windows(2).all(|w| w[1] > w[0]),
+        "stamps after the checkpoint do not rise: {all:?}"
+    );
+
+    // Time travel by timestamp goes by the stamps, not by file times.
+    let location = tarn_store::open(url).unwrap();
+    let at = Snapshot::builder(location)
+        .at_timestamp(all[1])
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(at.version(), checkpointed + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_commit_timestamps_are_turned_on_only_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 10)]).await.unwrap();
+    let err = table
+        .set_properties([("delta.enableInCommitTimestamps", "true")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { reason, .. } if reason.contains("in-commit")),
+        "{err}"
+    );
+    assert_eq!(table.version(), 1);
+    // Without them, commits carry none.
+    let text =
+        std::fs::read_to_string(dir.path().join(format!("_delta_log/{:020}.json", 1))).unwrap();
+    assert!(!text.contains("inCommitTimestamp"));
+}
