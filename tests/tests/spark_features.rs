@@ -371,26 +371,14 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     }
 
     // Reader features Tarn lacks: the table does not even open, so nothing is misread.
-    for (name, statements, feature) in [
-        (
-            "type-widening",
-            &[
-                "CREATE TABLE {t} (id INT, v STRING) USING delta \
-                 TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
-                "INSERT INTO {t} VALUES (1, 'a')",
-                "ALTER TABLE {t} CHANGE COLUMN id TYPE BIGINT",
-            ][..],
-            "typeWidening",
-        ),
-        (
-            "variant",
-            &[
-                "CREATE TABLE {t} (id BIGINT, v VARIANT) USING delta",
-                "INSERT INTO {t} SELECT 1, PARSE_JSON('{\"a\": 1}')",
-            ][..],
-            "variantType",
-        ),
-    ] {
+    for (name, statements, feature) in [(
+        "variant",
+        &[
+            "CREATE TABLE {t} (id BIGINT, v VARIANT) USING delta",
+            "INSERT INTO {t} SELECT 1, PARSE_JSON('{\"a\": 1}')",
+        ][..],
+        "variantType",
+    )] {
         let dir = root.path().join(name);
         spark_sql(spark, &dir, statements);
         let err = Table::open(dir.to_str().unwrap()).await.unwrap_err();
@@ -498,4 +486,106 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
     assert_same_in_spark(spark, &table, &dir, "Tarn's in-commit timestamps").await;
     let stamps = stamps(&dir, table.version()).await;
     assert!(stamps.windows(2).all(|w| w[1] > w[0]), "{stamps:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_spark_widened_read_with_the_wide_types_and_take_writes() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("widened");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, i INT, s SMALLINT, f FLOAT, d DECIMAL(6, 2), day DATE) \
+             USING delta TBLPROPERTIES ('delta.enableTypeWidening' = 'true', \
+             'delta.enableDeletionVectors' = 'true', 'delta.feature.timestampNtz' = 'supported')",
+            "INSERT INTO {t} VALUES (1, 2147483647, 32767, CAST(1.1 AS FLOAT), 1234.56, DATE '2024-02-29'), \
+             (2, -5, -3, CAST(-0.5 AS FLOAT), -0.01, DATE '1999-12-31'), (3, NULL, NULL, NULL, NULL, NULL)",
+            "ALTER TABLE {t} CHANGE COLUMN i TYPE BIGINT",
+            "ALTER TABLE {t} CHANGE COLUMN s TYPE INT",
+            "ALTER TABLE {t} CHANGE COLUMN f TYPE DOUBLE",
+            "ALTER TABLE {t} CHANGE COLUMN d TYPE DECIMAL(10, 4)",
+            "ALTER TABLE {t} CHANGE COLUMN day TYPE TIMESTAMP_NTZ",
+            "INSERT INTO {t} VALUES (4, 9000000000000, 100000, 1.1, 123456.7891, \
+             TIMESTAMP_NTZ '2024-03-01 12:30:00')",
+        ],
+    );
+    let mut table = assert_tarn_reads_like_spark(spark, &dir, "widened").await;
+    let fields: Vec<String> = table
+        .snapshot()
+        .arrow_schema()
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", f.name(), f.data_type()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "id: Int64",
+            "i: Int64",
+            "s: Int32",
+            "f: Float64",
+            "d: Decimal128(10, 4)",
+            "day: Timestamp(µs)"
+        ]
+    );
+    // Predicates on widened columns select the rows Spark's row-by-row evaluation keeps:
+    // the old file's float 1.1 is 1.100000023841858 as a double, above the double 1.1
+    // its statistics suggest. (Spark's own `WHERE f > 1.1D` skips that file and returns
+    // no row; COUNT_IF evaluates every row.)
+    for (predicate, sql) in [
+        (col("f").gt(lit(1.1f64)), "f > 1.1D"),
+        (col("i").gt(lit(2_147_483_646i64)), "i > 2147483646"),
+        (
+            col("d").lt(lit(tarn::expr::Scalar::Decimal(0, 10, 4))),
+            "d < 0",
+        ),
+    ] {
+        let ours = table.scan().filter(predicate).collect().await.unwrap();
+        let t = tarn_tests::spark::delta_table(&dir);
+        let theirs = spark.sql(&format!("SELECT COUNT_IF({sql}) AS n FROM {t}"));
+        assert_eq!(
+            tarn_tests::rows::row_count(&ours) as i64,
+            theirs[0]["n"].as_i64().unwrap(),
+            "rows where {sql}"
+        );
+    }
+    // Tarn writes the wide types, rewriting the narrow files and marking them.
+    let schema = Arc::clone(table.snapshot().arrow_schema());
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(vec![5, 6])),
+            Arc::new(Int64Array::from(vec![Some(1i64 << 40), None])),
+            Arc::new(arrow::array::Int32Array::from(vec![Some(70_000), Some(1)])),
+            Arc::new(arrow::array::Float64Array::from(vec![Some(2.5), None])),
+            Arc::new(
+                arrow::array::Decimal128Array::from(vec![Some(12_345_678i128), None])
+                    .with_precision_and_scale(10, 4)
+                    .unwrap(),
+            ),
+            Arc::new(arrow::array::TimestampMicrosecondArray::from(vec![
+                Some(1_700_000_000_000_000),
+                None,
+            ])),
+        ],
+    )
+    .unwrap();
+    table.append([batch]).await.unwrap();
+    table
+        .delete(col("id").eq(lit(2i64)))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    table
+        .update()
+        .filter(col("id").eq(lit(1i64)))
+        .set("f", lit(9.75f64))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    assert_same_in_spark(spark, &table, &dir, "widened").await;
 }

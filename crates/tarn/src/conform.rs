@@ -75,6 +75,9 @@ fn conform_type(
 ) -> Result<ArrayRef, String> {
     let target = ty.to_arrow();
     if array.data_type() == &target {
+        if source == Source::Input {
+            fits_precision(array, &target, name)?;
+        }
         return Ok(Arc::clone(array));
     }
     if array.data_type() == &ArrowType::Null {
@@ -92,12 +95,16 @@ fn conform_type(
                 safe: false,
                 ..Default::default()
             };
-            cast_with_options(array, &target, &options).map_err(|e| {
+            let out = cast_with_options(array, &target, &options).map_err(|e| {
                 format!(
                     "column {name:?}: cannot read {} as {target}: {e}",
                     array.data_type()
                 )
-            })
+            })?;
+            if source == Source::Input {
+                fits_precision(&out, &target, name)?;
+            }
+            Ok(out)
         }
         DataType::Struct(s) => conform_struct(array, s, name, source),
         DataType::Array(a) => {
@@ -156,6 +163,20 @@ fn conform_type(
             .map_err(|e| format!("column {name:?}: {e}"))
         }
     }
+}
+
+/// Arrow does not check that decimals fit their precision: a user's value that does not
+/// would be written as a number no reader can hold.
+fn fits_precision(array: &ArrayRef, target: &ArrowType, name: &str) -> Result<(), String> {
+    if let ArrowType::Decimal128(p, s) = target {
+        array
+            .as_primitive::<arrow::datatypes::Decimal128Type>()
+            .validate_decimal_precision(*p)
+            .map_err(|e| {
+                format!("column {name:?} holds a value that is not a decimal({p},{s}): {e}")
+            })?;
+    }
+    Ok(())
 }
 
 fn values_type(array: &ArrayRef) -> ArrowType {
@@ -246,6 +267,38 @@ mod tests {
 
     fn long(name: &str) -> StructField {
         StructField::new(name, DataType::Primitive(PrimitiveType::Long), true)
+    }
+
+    #[test]
+    fn input_decimals_must_fit_their_precision() {
+        let field = StructField::new(
+            "price",
+            DataType::Primitive(PrimitiveType::Decimal(5, 2)),
+            true,
+        );
+        let fits: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(vec![Some(99_999i128), None])
+                .with_precision_and_scale(5, 2)
+                .unwrap(),
+        );
+        assert!(conform(&fits, &field, Source::Input).is_ok());
+        let too_wide: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(vec![Some(100_000i128)])
+                .with_precision_and_scale(5, 2)
+                .unwrap(),
+        );
+        let err = conform(&too_wide, &field, Source::Input).unwrap_err();
+        assert!(
+            err.contains("price") && err.contains("decimal(5,2)"),
+            "{err}"
+        );
+        // A narrower input type whose values overflow it is caught after the cast too.
+        let narrow: ArrayRef = Arc::new(
+            arrow::array::Decimal128Array::from(vec![Some(100_000i128)])
+                .with_precision_and_scale(4, 2)
+                .unwrap(),
+        );
+        assert!(conform(&narrow, &field, Source::Input).is_err());
     }
 
     #[test]

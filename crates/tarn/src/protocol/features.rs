@@ -11,6 +11,8 @@ pub const SUPPORTED_READER_FEATURES: &[&str] = &[
     "columnMapping",
     "deletionVectors",
     "timestampNtz",
+    "typeWidening",
+    "typeWidening-preview",
     "v2Checkpoint",
     "vacuumProtocolCheck",
 ];
@@ -29,6 +31,8 @@ pub const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "deletionVectors",
     "domainMetadata",
     "timestampNtz",
+    "typeWidening",
+    "typeWidening-preview",
     "v2Checkpoint",
     "vacuumProtocolCheck",
 ];

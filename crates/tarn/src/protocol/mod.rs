@@ -7,6 +7,7 @@ pub mod mapping;
 pub mod names;
 pub mod schema;
 pub mod stats;
+pub mod widening;
 
 pub use actions::{
     Action, Add, Cdc, CheckpointMetadata, CommitInfo, DeletionVectorDescriptor, DomainMetadata,

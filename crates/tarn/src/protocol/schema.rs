@@ -70,7 +70,7 @@ impl fmt::Display for PrimitiveType {
 }
 
 impl PrimitiveType {
-    fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "string" => Self::String,
             "long" => Self::Long,

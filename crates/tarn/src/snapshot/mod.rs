@@ -241,6 +241,7 @@ impl Snapshot {
             });
         }
         let schema = StructType::from_json(&metadata.schema_string)?;
+        crate::protocol::widening::ensure_allowed(&schema)?;
         let partition_columns = partition_columns(&schema, &metadata)?;
         let arrow_schema = Arc::new(schema.to_arrow());
         Ok(Snapshot {

@@ -59,6 +59,8 @@ pub(crate) struct ColumnInfo {
 }
 
 /// Resolves the primitive columns of a predicate to their physical paths and types.
+/// Columns whose type was widened are left out: statistics of files written before the
+/// change hold the narrower type's values, which need not bound the widened ones.
 pub(crate) fn column_infos(
     schema: &StructType,
     columns: impl IntoIterator<Item = ColumnName>,
@@ -69,17 +71,23 @@ pub(crate) fn column_infos(
             continue;
         };
         let mut physical = Vec::new();
+        let mut widened = false;
         let mut fields = schema;
         for segment in column.path() {
             let Some(field) = fields.field(segment) else {
                 break;
             };
+            if crate::protocol::widening::widened(field) {
+                widened = true;
+            }
             physical.push(field.physical_name().to_string());
             if let DataType::Struct(s) = &field.data_type {
                 fields = s;
             }
         }
-        out.insert(column, ColumnInfo { physical, ty: *ty });
+        if !widened {
+            out.insert(column, ColumnInfo { physical, ty: *ty });
+        }
     }
     out
 }
