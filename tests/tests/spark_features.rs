@@ -589,3 +589,81 @@ async fn tables_spark_widened_read_with_the_wide_types_and_take_writes() {
         .unwrap();
     assert_same_in_spark(spark, &table, &dir, "widened").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_only_tables_take_appends_and_refuse_every_removal() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("append-only");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
+             TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableDeletionVectors' = 'true')",
+            "INSERT INTO {t} VALUES (1, 'spark'), (2, 'spark')",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    table.append([id_rows(10..12)]).await.unwrap();
+    // A merge that only inserts appends.
+    table
+        .merge([id_rows(11..14)])
+        .on(["id"])
+        .when_not_matched_insert_all(None)
+        .execute()
+        .await
+        .unwrap();
+    let before = (table.version(), log_files(&dir));
+    let refused = |what: &str, err: tarn::Error| {
+        assert!(
+            matches!(&err, tarn::Error::InvalidArgument { reason, .. } if reason.contains("append-only")),
+            "{what}: {err}"
+        );
+    };
+    for strategy in [ChangeStrategy::CopyOnWrite, ChangeStrategy::MergeOnRead] {
+        let err = table
+            .delete(col("id").eq(lit(1i64)))
+            .strategy(strategy)
+            .execute()
+            .await
+            .unwrap_err();
+        refused("delete", err);
+        let err = table
+            .update()
+            .set("v", lit("tarn"))
+            .strategy(strategy)
+            .execute()
+            .await
+            .unwrap_err();
+        refused("update", err);
+        let err = table
+            .merge([id_rows(1..3)])
+            .on(["id"])
+            .when_matched_delete(None)
+            .when_not_matched_insert_all(None)
+            .strategy(strategy)
+            .execute()
+            .await
+            .unwrap_err();
+        refused("merge", err);
+    }
+    let err = table
+        .write([id_rows(20..21)])
+        .mode(tarn::WriteMode::Overwrite)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, tarn::Error::InvalidArgument { .. }), "{err}");
+    // A hand-made transaction that removes a file is refused at commit.
+    let mut txn = table.transaction();
+    let add = table.snapshot().files().next().unwrap().clone();
+    txn.remove_file(add.into_remove(0));
+    refused("transaction", table.commit(txn).await.unwrap_err());
+    assert_eq!(
+        (table.version(), log_files(&dir)),
+        before,
+        "a removal committed"
+    );
+    assert_same_in_spark(spark, &table, &dir, "append-only").await;
+}

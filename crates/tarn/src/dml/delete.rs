@@ -7,9 +7,12 @@ use arrow::array::{BooleanArray, RecordBatch};
 use super::rewrite::{ChunkChange, Decide};
 use super::{
     ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, exact_deletions, finish,
-    now, positions_of, read_planned, resolve_strategy, rewrite_in_place, start, true_mask,
+    now, positions_of, read_planned, refuse_if_append_only, resolve_strategy, rewrite_in_place,
+    start, true_mask,
 };
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::expr::{Expr, evaluate_predicate};
 use crate::scan::bind_predicate;
 use crate::table::Table;
@@ -58,12 +61,7 @@ impl DeleteBuilder<'_> {
         } = self;
         let (started, mut txn) = start(table, "DELETE");
         let snapshot = txn.snapshot().clone();
-        if snapshot.properties().append_only() {
-            return Err(Error::InvalidArgument {
-                name: "delete",
-                reason: "the table is append-only (delta.appendOnly)".into(),
-            });
-        }
+        refuse_if_append_only(&snapshot, "delete")?;
         let strategy = resolve_strategy(&snapshot, strategy)?;
         let bound = bind_predicate(&snapshot, &predicate)?;
         let plan = snapshot.scan().filter(predicate.clone()).plan().await?;

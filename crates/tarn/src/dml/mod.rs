@@ -115,6 +115,20 @@ pub(crate) fn resolve_strategy(
     Ok(strategy)
 }
 
+/// Fails with [`Error::InvalidArgument`] when the table is append-only
+/// (`delta.appendOnly`): `operation` would remove or change rows.
+pub(crate) fn refuse_if_append_only(snapshot: &Snapshot, operation: &'static str) -> Result<()> {
+    if snapshot.properties().append_only() {
+        return Err(Error::InvalidArgument {
+            name: operation,
+            reason: "the table is append-only (delta.appendOnly): rows cannot be removed or \
+                     changed"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// Runs of row groups each file is read in: when a change reads fewer files than there
 /// are cores, each file's row groups decode on several at once.
 fn shares_for(files: usize) -> usize {

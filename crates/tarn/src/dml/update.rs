@@ -9,7 +9,7 @@ use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 use super::rewrite::{ChunkChange, Decide};
 use super::{
     ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
-    read_planned, resolve_strategy, rewrite_in_place, start, true_mask,
+    read_planned, refuse_if_append_only, resolve_strategy, rewrite_in_place, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value};
@@ -187,7 +187,8 @@ impl UpdateBuilder<'_> {
     /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for predicates or
     /// assignments that do not fit the schema, [`Error::InvalidArgument`] for no or
     /// duplicate assignments, partition columns assigned without
-    /// `allow_partition_moves`, or merge-on-read without deletion vectors,
+    /// `allow_partition_moves`, merge-on-read without deletion vectors, or an append-only
+    /// table,
     /// [`Error::SchemaMismatch`] when a non-nullable column would become null,
     /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
@@ -202,6 +203,7 @@ impl UpdateBuilder<'_> {
         let (started, mut txn) = start(table, "UPDATE");
         let snapshot = txn.snapshot().clone();
         let strategy = resolve_strategy(&snapshot, strategy)?;
+        refuse_if_append_only(&snapshot, "update")?;
         if assignments.is_empty() {
             return Err(Error::InvalidArgument {
                 name: "assignments",

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::properties::{ColumnMappingMode, TableProperties};
-use crate::protocol::actions::{Metadata, Protocol};
+use crate::protocol::actions::{Action, Metadata, Protocol};
 use crate::protocol::mapping;
 use crate::protocol::schema::{DataType, StructType};
 
@@ -285,6 +285,32 @@ pub fn ensure_writable(
         });
     }
     mapping::ensure_mapped(schema, mode)
+}
+
+/// Fails with [`Error::InvalidArgument`] when a commit of `actions` by `operation`
+/// removes data from an append-only table (`delta.appendOnly` in the metadata the
+/// actions set, else in `current`).
+pub fn ensure_appends_only(current: &Metadata, actions: &[Action], operation: &str) -> Result<()> {
+    let metadata = actions
+        .iter()
+        .rev()
+        .find_map(|a| match a {
+            Action::Metadata(m) => Some(m),
+            _ => None,
+        })
+        .unwrap_or(current);
+    let removes = actions
+        .iter()
+        .any(|a| matches!(a, Action::Remove(r) if r.data_change));
+    if removes && TableProperties::new(metadata).append_only() {
+        return Err(Error::InvalidArgument {
+            name: "transaction",
+            reason: format!(
+                "the table is append-only (delta.appendOnly): {operation} would remove data"
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn any_field_metadata(schema: &StructType, key: &str) -> bool {

@@ -23,7 +23,7 @@ use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
 use crate::log::{CommitFile, ProposalRef, list_log, read_commits};
 use crate::paths;
-use crate::protocol::features::ensure_writable;
+use crate::protocol::features::{ensure_appends_only, ensure_writable};
 use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX;
 use crate::protocol::{Action, Add, DomainMetadata, Metadata, Remove, Txn};
 use crate::scan::Scan;
@@ -339,7 +339,8 @@ impl Transaction {
     /// Fails with [`Error::Conflict`] naming the winning version, its operation and the
     /// reason; [`Error::CommitRetriesExhausted`] after `max_attempts`;
     /// [`Error::CommitStateUnknown`] when a PUT's outcome cannot be read back;
-    /// [`Error::UnsupportedWriterFeature`] for tables Tarn cannot write; [`Error::Store`]
+    /// [`Error::UnsupportedWriterFeature`] for tables Tarn cannot write;
+    /// [`Error::InvalidArgument`] when it removes data from an append-only table; [`Error::Store`]
     /// for other store failures. On failure nothing is committed; files the transaction
     /// wrote are left for `vacuum`.
     pub async fn commit(self) -> Result<CommitOutcome> {
@@ -348,6 +349,7 @@ impl Transaction {
         }
         let snapshot = &self.snapshot;
         ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+        ensure_appends_only(snapshot.metadata(), &self.actions, &self.operation)?;
         for action in &self.actions {
             if let Action::Txn(t) = action
                 && let Some(done) = snapshot.app_transaction_version(&t.app_id)

@@ -22,7 +22,8 @@ use super::rewrite::{ChunkChange, Decide, commit_rewrites};
 use super::update::{assign, check_partition_moves};
 use super::{
     ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write, finish, now,
-    positions_of, read_candidates, read_selected, resolve_strategy, start, write_rows,
+    positions_of, read_candidates, read_selected, refuse_if_append_only, resolve_strategy, start,
+    write_rows,
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
@@ -183,7 +184,8 @@ impl MergeBuilder<'_> {
 
     /// Runs the MERGE and commits.
     ///
-    /// Fails with [`Error::InvalidArgument`] without keys or clauses,
+    /// Fails with [`Error::InvalidArgument`] without keys or clauses or with a matched or
+    /// not-matched-by-source clause on an append-only table,
     /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
     /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
     /// [`Error::MergeDuplicateMatch`] for ambiguous matches,
@@ -202,6 +204,15 @@ impl MergeBuilder<'_> {
         let (started, mut txn) = start(table, "MERGE");
         let snapshot = txn.snapshot().clone();
         let strategy = resolve_strategy(&snapshot, strategy)?;
+        // Inserting merges only append.
+        if clauses.iter().any(|c| {
+            !matches!(
+                c,
+                Clause::NotMatchedInsert(..) | Clause::NotMatchedInsertAll(..)
+            )
+        }) {
+            refuse_if_append_only(&snapshot, "merge")?;
+        }
         if keys.is_empty() || clauses.is_empty() {
             return Err(Error::InvalidArgument {
                 name: "merge",
