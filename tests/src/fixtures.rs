@@ -365,3 +365,28 @@ pub async fn every_commit_kind(url: &str) -> tarn::Table {
     let _ = table.commit(txn).await.expect("custom commit");
     table
 }
+
+/// A sales table at `dir`, partitioned by country, holding ids 0..100 in one commit.
+pub async fn country_sales_table(dir: &std::path::Path) -> tarn::Table {
+    let mut table = tarn::Table::create(dir.to_str().expect("a UTF-8 path"))
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .expect("create the table");
+    table
+        .append([sales_batch(0, 100)])
+        .await
+        .expect("append to the table");
+    table
+}
+
+/// The snapshot of the table at `dir` at `version`.
+pub async fn snapshot_at(dir: &std::path::Path, version: i64) -> tarn::Snapshot {
+    let location = tarn_store::open(dir.to_str().expect("a UTF-8 path")).expect("open the store");
+    tarn::Snapshot::builder(location)
+        .at_version(version)
+        .build()
+        .await
+        .expect("read the version")
+}

@@ -9,7 +9,6 @@ use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use tarn::{CommitOutcome, StoreLocation, Table};
 
-use crate::fixtures::{sales_batch, sales_schema};
 use crate::gate::GateStore;
 use crate::log::txn_ids_at;
 
@@ -91,17 +90,4 @@ pub async fn proposal_published(location: &StoreLocation, base: i64) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     false
-}
-
-/// A sales table at `dir`, partitioned by country, holding ids 0..100: where the interop
-/// tests make their grouped commits.
-pub async fn sales_table_to_group(dir: &std::path::Path) -> Table {
-    let mut table = Table::create(dir.to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .with_partition_columns(["country"])
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 100)]).await.unwrap();
-    table
 }

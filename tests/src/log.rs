@@ -34,3 +34,19 @@ pub async fn txn_ids_at(location: &StoreLocation, version: i64) -> Vec<String> {
     }
     ids
 }
+
+/// The in-commit timestamps of versions `from..=to` of the table at `dir`. Panics when a
+/// commit lacks one in its first action, where it must be.
+pub async fn in_commit_timestamps(dir: &std::path::Path, from: i64, to: i64) -> Vec<i64> {
+    let location = tarn_store::open(dir.to_str().expect("a UTF-8 path")).expect("open the store");
+    let mut out = Vec::new();
+    for v in from..=to {
+        let info = commit_info_at(&location, v).await.expect("the commit");
+        out.push(
+            info["inCommitTimestamp"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("version {v} starts without an in-commit timestamp")),
+        );
+    }
+    out
+}

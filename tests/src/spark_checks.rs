@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use tarn::{Snapshot, Table};
+use tarn::Table;
+
+use crate::fixtures::snapshot_at;
 
 use crate::rows::{align, canonical_rows, row_count};
 use crate::spark::{Spark, delta_table};
@@ -25,12 +27,7 @@ pub fn operations(dir: &Path, latest: i64) -> Vec<String> {
 
 /// Spark reads `version` of the table at `dir` with the rows Tarn reads there.
 pub async fn assert_same_in_spark_at(spark: &Spark, dir: &Path, version: i64, what: &str) {
-    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
-    let snapshot = Snapshot::builder(location)
-        .at_version(version)
-        .build()
-        .await
-        .unwrap();
+    let snapshot = snapshot_at(dir, version).await;
     let ours = snapshot.scan().collect().await.unwrap();
     let theirs = spark.read(dir, Some(version));
     assert_eq!(

@@ -17,9 +17,10 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use tarn::dml::ChangeStrategy;
 use tarn::expr::{Expr, col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
-use tarn::{Error, SchemaMode, Snapshot, Table, WriteMode};
+use tarn::{Error, SchemaMode, Table, WriteMode};
 use tarn_tests::fixtures::{
-    all_types_batch, all_types_schema, only_country, sales_batch, sales_schema, with_column,
+    all_types_batch, all_types_schema, country_sales_table, only_country, sales_batch,
+    sales_schema, snapshot_at, with_column,
 };
 use tarn_tests::golden::{copy_dir, golden_expected, golden_table};
 use tarn_tests::python::read_with_deltalake;
@@ -52,12 +53,7 @@ fn local_path(dir: &Path, path: &str) -> std::path::PathBuf {
 }
 
 async fn rows_at(dir: &Path, version: i64) -> Vec<String> {
-    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
-    let snapshot = Snapshot::builder(location)
-        .at_version(version)
-        .build()
-        .await
-        .unwrap();
+    let snapshot = snapshot_at(dir, version).await;
     canonical_rows(&snapshot.scan().collect().await.unwrap())
 }
 
@@ -310,13 +306,7 @@ async fn nested_columns_are_written_under_physical_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mapping_turns_on_by_name_and_no_other_change_is_allowed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .with_partition_columns(["country"])
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 100)]).await.unwrap();
+    let mut table = country_sales_table(dir.path()).await;
 
     let err = table
         .set_properties([("delta.columnMapping.mode", "id")])

@@ -6,29 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::sync::Arc;
 
 use tarn::expr::{col, lit};
 use tarn::{Error, ManualClock, Snapshot, Table};
 use tarn_tests::fixtures::{sales_batch, sales_schema};
-use tarn_tests::log::commit_info_at;
-
-/// The in-commit timestamps of versions `from..=to`, from each commit's first action,
-/// which must be its `commitInfo`.
-async fn stamps(dir: &Path, from: i64, to: i64) -> Vec<i64> {
-    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
-    let mut out = Vec::new();
-    for v in from..=to {
-        let info = commit_info_at(&location, v).await.unwrap();
-        out.push(
-            info["inCommitTimestamp"]
-                .as_i64()
-                .unwrap_or_else(|| panic!("version {v} starts without an in-commit timestamp")),
-        );
-    }
-    out
-}
+use tarn_tests::log::in_commit_timestamps;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_carry_rising_in_commit_timestamps_whatever_the_clock() {
@@ -66,7 +49,7 @@ async fn commits_carry_rising_in_commit_timestamps_whatever_the_clock() {
         .execute()
         .await
         .unwrap();
-    let stamps_now = stamps(dir.path(), 0, table.version()).await;
+    let stamps_now = in_commit_timestamps(dir.path(), 0, table.version()).await;
     assert_eq!(stamps_now[0], 1_800_000_000_000);
     assert!(
         stamps_now.windows(2).all(|w| w[1] > w[0]),
@@ -91,7 +74,7 @@ async fn commits_carry_rising_in_commit_timestamps_whatever_the_clock() {
     let behind = Arc::new(ManualClock::new(1_800_000_000_000 - 86_400_000));
     let mut late = Table::open(url).await.unwrap().with_clock(behind);
     late.append([sales_batch(100, 110)]).await.unwrap();
-    let all = stamps(dir.path(), checkpointed, late.version()).await;
+    let all = in_commit_timestamps(dir.path(), checkpointed, late.version()).await;
     assert_eq!(
         late.version(),
         checkpointed + 1,

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use tarn::expr::{col, lit};
 use tarn::{CommitOutcome, SchemaMode, Snapshot, Table, WriteMode};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
-use tarn_tests::grouped::{Write, append_write, commit_grouped, sales_table_to_group};
+use tarn_tests::grouped::{Write, append_write, commit_grouped};
 use tarn_tests::python::{read_with_deltalake, run_script};
 use tarn_tests::rows::{align, canonical_rows, row_count};
 
@@ -462,7 +462,7 @@ async fn commits_carrying_other_writers_read_the_same_through_deltalake() {
 
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("grouped");
-    let mut table = sales_table_to_group(&dir).await;
+    let mut table = tarn_tests::fixtures::country_sales_table(&dir).await;
     let location = table.snapshot().location().clone();
     // Two writers' appends in one commit, then an append carried by a copy-on-write
     // delete's commit (remove actions and rewritten files beside the carried adds).

@@ -18,7 +18,7 @@ use tarn::expr::{col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
 use tarn::{CommitOutcome, SchemaMode, Table, WriteMode};
 use tarn_tests::fixtures::{all_types_batch, all_types_schema, sales_batch, sales_schema};
-use tarn_tests::grouped::{Write, append_write, commit_grouped, sales_table_to_group};
+use tarn_tests::grouped::{Write, append_write, commit_grouped};
 use tarn_tests::rows::{canonical_rows, row_count};
 use tarn_tests::spark::{delta_table, spark};
 use tarn_tests::spark_checks::{
@@ -651,7 +651,7 @@ async fn spark_reads_commits_carrying_other_writers() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("grouped");
-    let mut table = sales_table_to_group(&dir).await;
+    let mut table = tarn_tests::fixtures::country_sales_table(&dir).await;
     let location = table.snapshot().location().clone();
     // Two writers' appends in one commit, then an append carried by the commit of a
     // copy-on-write update (removes and rewritten files beside the carried adds).

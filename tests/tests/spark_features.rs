@@ -15,33 +15,41 @@ use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::{SchemaMode, Table};
 use tarn_tests::fixtures::{
-    all_types_batch, all_types_schema, sales_batch, sales_schema, with_column,
+    all_types_batch, all_types_schema, country_sales_table, sales_batch, sales_schema, snapshot_at,
+    with_column,
 };
-use tarn_tests::log::commit_info_at;
+use tarn_tests::log::in_commit_timestamps;
 use tarn_tests::rows::{align, canonical_rows};
 use tarn_tests::spark::spark;
 use tarn_tests::spark_checks::{
     assert_same_in_spark, assert_same_in_spark_at, assert_tarn_reads_like_spark, spark_sql,
 };
 
-/// Rows `(id, name, p)` with `p` the id modulo 3, as text.
-fn named_rows(ids: std::ops::Range<i64>, name: &str) -> RecordBatch {
+/// Rows `(id, v)`, `v` the id after `prefix`.
+fn id_rows(ids: std::ops::Range<i64>, prefix: &str) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, true),
-        Field::new("name", DataType::Utf8, true),
-        Field::new("p", DataType::Utf8, true),
+        Field::new("v", DataType::Utf8, true),
     ]));
-    let names: StringArray = ids.clone().map(|i| Some(format!("{name}{i}"))).collect();
-    let parts: StringArray = ids.clone().map(|i| Some((i % 3).to_string())).collect();
+    let values: StringArray = ids.clone().map(|i| Some(format!("{prefix}{i}"))).collect();
     RecordBatch::try_new(
         schema,
         vec![
             Arc::new(Int64Array::from_iter_values(ids)),
-            Arc::new(names),
-            Arc::new(parts),
+            Arc::new(values),
         ],
     )
     .unwrap()
+}
+
+/// Rows `(id, name, p)` with `p` the id modulo 3, as text.
+fn named_rows(ids: std::ops::Range<i64>, prefix: &str) -> RecordBatch {
+    let parts: StringArray = ids.clone().map(|i| Some((i % 3).to_string())).collect();
+    with_column(
+        &renamed(&id_rows(ids, prefix), "v", "name"),
+        Field::new("p", DataType::Utf8, true),
+        Arc::new(parts),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,13 +236,7 @@ async fn spark_renames_columns_of_tables_tarn_turned_mapping_on_for() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("upgraded");
-    let mut table = Table::create(dir.to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .with_partition_columns(["country"])
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 100)]).await.unwrap();
+    let mut table = country_sales_table(&dir).await;
     let _ = table
         .set_properties([("delta.columnMapping.mode", "name")])
         .await
@@ -253,23 +255,6 @@ async fn spark_renames_columns_of_tables_tarn_turned_mapping_on_for() {
 /// Files in the table's `_delta_log`: a refused write must leave them as they were.
 fn log_files(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir.join("_delta_log")).unwrap().count()
-}
-
-/// Rows `(id, v)`.
-fn id_rows(ids: std::ops::Range<i64>) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("v", DataType::Utf8, true),
-    ]));
-    let values: StringArray = ids.clone().map(|i| Some(format!("v{i}"))).collect();
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(Int64Array::from_iter_values(ids)),
-            Arc::new(values),
-        ],
-    )
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,9 +317,9 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
         };
         let before = (table.version(), log_files(&dir));
         if appends {
-            table.append([id_rows(10..12)]).await.unwrap();
+            table.append([id_rows(10..12, "v")]).await.unwrap();
         } else {
-            refused(table.append([id_rows(10..12)]).await.unwrap_err());
+            refused(table.append([id_rows(10..12, "v")]).await.unwrap_err());
         }
         let after_append = (table.version(), log_files(&dir));
         assert_eq!(after_append.0 > before.0, appends, "{name}: append");
@@ -354,7 +339,7 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
             .await;
         refused(updated.unwrap_err());
         let merged = table
-            .merge([id_rows(1..3)])
+            .merge([id_rows(1..3, "v")])
             .on(["id"])
             .when_matched_delete(None)
             .strategy(ChangeStrategy::CopyOnWrite)
@@ -389,17 +374,6 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     }
 }
 
-/// The in-commit timestamp of each version of the table at `dir`.
-async fn stamps(dir: &std::path::Path, latest: i64) -> Vec<i64> {
-    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
-    let mut out = Vec::new();
-    for v in 0..=latest {
-        let info = commit_info_at(&location, v).await.unwrap();
-        out.push(info["inCommitTimestamp"].as_i64().unwrap());
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_commit_timestamps_work_both_ways_with_spark() {
     let spark = spark();
@@ -420,7 +394,7 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
         .await
         .unwrap()
         .with_clock(clock.clone());
-    table.append([id_rows(10..20)]).await.unwrap();
+    table.append([id_rows(10..20, "v")]).await.unwrap();
     clock.advance(3_600_000);
     table
         .delete(col("id").eq(lit(12i64)))
@@ -430,7 +404,7 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
         .unwrap();
     clock.advance(3_600_000);
     table
-        .merge([id_rows(15..25)])
+        .merge([id_rows(15..25, "v")])
         .on(["id"])
         .when_matched_delete(None)
         .when_not_matched_insert_all(None)
@@ -439,10 +413,10 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
         .unwrap();
     spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (3, 'spark again')"]);
     table.refresh().await.unwrap();
-    table.append([id_rows(30..31)]).await.unwrap();
+    table.append([id_rows(30..31, "v")]).await.unwrap();
     assert_same_in_spark(spark, &table, &dir, "Spark's in-commit timestamps").await;
 
-    let spark_stamps = stamps(&dir, table.version()).await;
+    let spark_stamps = in_commit_timestamps(&dir, 0, table.version()).await;
     assert!(
         spark_stamps.windows(2).all(|w| w[1] > w[0]),
         "{spark_stamps:?}"
@@ -454,12 +428,8 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
             .format("%Y-%m-%d %H:%M:%S%.3f")
             .to_string();
         let theirs = spark.read_at_timestamp(&dir, &at);
-        let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
-        let ours = tarn::Snapshot::builder(location)
-            .at_version(version as i64)
-            .build()
+        let ours = snapshot_at(&dir, version as i64)
             .await
-            .unwrap()
             .scan()
             .collect()
             .await
@@ -474,17 +444,17 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
     // A table Tarn creates with them: Spark reads it and writes to it, Tarn follows.
     let dir = root.path().join("tarn-ict");
     let mut table = Table::create(dir.to_str().unwrap())
-        .with_arrow_schema(&id_rows(0..1).schema())
+        .with_arrow_schema(&id_rows(0..1, "v").schema())
         .with_property("delta.enableInCommitTimestamps", "true")
         .execute()
         .await
         .unwrap();
-    table.append([id_rows(0..5)]).await.unwrap();
+    table.append([id_rows(0..5, "v")]).await.unwrap();
     spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (100, 'spark')"]);
     table.refresh().await.unwrap();
-    table.append([id_rows(5..8)]).await.unwrap();
+    table.append([id_rows(5..8, "v")]).await.unwrap();
     assert_same_in_spark(spark, &table, &dir, "Tarn's in-commit timestamps").await;
-    let stamps = stamps(&dir, table.version()).await;
+    let stamps = in_commit_timestamps(&dir, 0, table.version()).await;
     assert!(stamps.windows(2).all(|w| w[1] > w[0]), "{stamps:?}");
 }
 
@@ -605,10 +575,10 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
         ],
     );
     let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
-    table.append([id_rows(10..12)]).await.unwrap();
+    table.append([id_rows(10..12, "v")]).await.unwrap();
     // A merge that only inserts appends.
     table
-        .merge([id_rows(11..14)])
+        .merge([id_rows(11..14, "v")])
         .on(["id"])
         .when_not_matched_insert_all(None)
         .execute()
@@ -638,7 +608,7 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
             .unwrap_err();
         refused("update", err);
         let err = table
-            .merge([id_rows(1..3)])
+            .merge([id_rows(1..3, "v")])
             .on(["id"])
             .when_matched_delete(None)
             .when_not_matched_insert_all(None)
@@ -649,7 +619,7 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
         refused("merge", err);
     }
     let err = table
-        .write([id_rows(20..21)])
+        .write([id_rows(20..21, "v")])
         .mode(tarn::WriteMode::Overwrite)
         .execute()
         .await

@@ -314,18 +314,14 @@ pub fn ensure_appends_only(current: &Metadata, actions: &[Action], operation: &s
 }
 
 fn any_field_metadata(schema: &StructType, key: &str) -> bool {
-    fn walk(t: &DataType, key: &str) -> bool {
-        match t {
-            DataType::Primitive(_) => false,
-            DataType::Array(a) => walk(&a.element_type, key),
-            DataType::Map(m) => walk(&m.key_type, key) || walk(&m.value_type, key),
-            DataType::Struct(s) => s
-                .fields
-                .iter()
-                .any(|f| f.metadata.contains_key(key) || walk(&f.data_type, key)),
-        }
-    }
-    walk(&DataType::Struct(schema.clone()), key)
+    schema
+        .try_for_each_struct(
+            &mut |_, s| match s.fields.iter().any(|f| f.metadata.contains_key(key)) {
+                true => Err(()),
+                false => Ok(()),
+            },
+        )
+        .is_err()
 }
 
 #[cfg(test)]

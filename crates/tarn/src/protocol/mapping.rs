@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::properties::{COLUMN_MAPPING_MODE, ColumnMappingMode, TableProperties};
 use crate::protocol::Metadata;
-use crate::protocol::schema::{COLUMN_ID_KEY, DataType, PHYSICAL_NAME_KEY, StructType};
+use crate::protocol::schema::{COLUMN_ID_KEY, DataType, PHYSICAL_NAME_KEY, StructType, field_path};
 
 /// `delta.columnMapping.maxColumnId`: the highest column id ever given in the table.
 pub const MAX_COLUMN_ID: &str = "delta.columnMapping.maxColumnId";
@@ -100,20 +100,14 @@ fn annotate_type(data_type: &mut DataType, max: &mut i64, physical_as_name: bool
 
 /// The highest column id in `schema`, 0 when none has one.
 fn max_id(schema: &StructType) -> i64 {
-    fn of_type(t: &DataType) -> i64 {
-        match t {
-            DataType::Primitive(_) => 0,
-            DataType::Array(a) => of_type(&a.element_type),
-            DataType::Map(m) => of_type(&m.key_type).max(of_type(&m.value_type)),
-            DataType::Struct(s) => max_id(s),
+    let mut max = 0;
+    let _ = schema.try_for_each_struct(&mut |_, s| {
+        for field in &s.fields {
+            max = max.max(field.column_id().unwrap_or(0));
         }
-    }
-    schema
-        .fields
-        .iter()
-        .map(|f| f.column_id().unwrap_or(0).max(of_type(&f.data_type)))
-        .max()
-        .unwrap_or(0)
+        Ok::<(), ()>(())
+    });
+    max
 }
 
 /// Fails with [`Error::InvalidSchema`] naming the column when a field of a mapped table
@@ -123,20 +117,16 @@ pub fn ensure_mapped(schema: &StructType, mode: ColumnMappingMode) -> Result<()>
     if mode == ColumnMappingMode::None {
         return Ok(());
     }
-    fn walk(s: &StructType, path: &str) -> Result<()> {
+    schema.try_for_each_struct(&mut |path, s| {
         let mut seen = std::collections::HashSet::new();
         for field in &s.fields {
-            let name = if path.is_empty() {
-                field.name.clone()
-            } else {
-                format!("{path}.{}", field.name)
-            };
+            let name = field_path(path, &field.name);
             if field.column_id().is_none() || !field.metadata.contains_key(PHYSICAL_NAME_KEY) {
                 return Err(Error::InvalidSchema {
                     reason: format!("column {name:?} lacks its column mapping id or physical name"),
                 });
             }
-            if !seen.insert(field.physical_name().to_string()) {
+            if !seen.insert(field.physical_name()) {
                 return Err(Error::InvalidSchema {
                     reason: format!(
                         "column {name:?} shares the physical name {:?} with another column",
@@ -144,22 +134,9 @@ pub fn ensure_mapped(schema: &StructType, mode: ColumnMappingMode) -> Result<()>
                     ),
                 });
             }
-            walk_type(&field.data_type, &name)?;
         }
         Ok(())
-    }
-    fn walk_type(t: &DataType, path: &str) -> Result<()> {
-        match t {
-            DataType::Primitive(_) => Ok(()),
-            DataType::Array(a) => walk_type(&a.element_type, path),
-            DataType::Map(m) => {
-                walk_type(&m.key_type, path)?;
-                walk_type(&m.value_type, path)
-            }
-            DataType::Struct(s) => walk(s, path),
-        }
-    }
-    walk(schema, "")
+    })
 }
 
 #[cfg(test)]

@@ -242,6 +242,42 @@ impl StructType {
         serde_json::to_string(self).unwrap_or_default()
     }
 
+    /// Calls `f` with every struct of the schema (the schema itself, and those nested in
+    /// fields, arrays and maps) and the dotted path of the field holding it (empty for the
+    /// schema), stopping at the first error.
+    pub(crate) fn try_for_each_struct<E>(
+        &self,
+        f: &mut impl FnMut(&str, &StructType) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        fn in_type<E>(
+            t: &DataType,
+            path: &str,
+            f: &mut impl FnMut(&str, &StructType) -> std::result::Result<(), E>,
+        ) -> std::result::Result<(), E> {
+            match t {
+                DataType::Primitive(_) => Ok(()),
+                DataType::Array(a) => in_type(&a.element_type, path, f),
+                DataType::Map(m) => {
+                    in_type(&m.key_type, path, f)?;
+                    in_type(&m.value_type, path, f)
+                }
+                DataType::Struct(s) => in_struct(s, path, f),
+            }
+        }
+        fn in_struct<E>(
+            s: &StructType,
+            path: &str,
+            f: &mut impl FnMut(&str, &StructType) -> std::result::Result<(), E>,
+        ) -> std::result::Result<(), E> {
+            f(path, s)?;
+            for field in &s.fields {
+                in_type(&field.data_type, &field_path(path, &field.name), f)?;
+            }
+            Ok(())
+        }
+        in_struct(self, "", f)
+    }
+
     /// The Arrow schema with logical names, as scans return it.
     pub fn to_arrow(&self) -> ArrowSchema {
         ArrowSchema::new(self.fields.iter().map(field_to_arrow).collect::<Vec<_>>())
@@ -259,6 +295,14 @@ impl StructType {
             .map(|f| field_from_arrow(f))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self::new(fields))
+    }
+}
+
+/// `parent.name`, or `name` at the top.
+pub(crate) fn field_path(parent: &str, name: &str) -> String {
+    match parent {
+        "" => name.to_string(),
+        _ => format!("{parent}.{name}"),
     }
 }
 

@@ -7,7 +7,7 @@
 //! trusted for pruning (a `float` bound read as a `double` is not the stored value).
 
 use crate::error::{Error, Result};
-use crate::protocol::schema::{DataType, PrimitiveType, StructField, StructType};
+use crate::protocol::schema::{PrimitiveType, StructField, StructType, field_path};
 
 /// Field metadata key of a field's type changes.
 pub const TYPE_CHANGES_KEY: &str = "delta.typeChanges";
@@ -21,49 +21,34 @@ pub(crate) fn widened(field: &StructField) -> bool {
 /// type change is not one the Delta protocol allows (or does not parse): its files could
 /// not be read as the table's type.
 pub fn ensure_allowed(schema: &StructType) -> Result<()> {
-    fn walk(s: &StructType, path: &str) -> Result<()> {
+    schema.try_for_each_struct(&mut |path, s| {
         for field in &s.fields {
-            let name = match path {
-                "" => field.name.clone(),
-                _ => format!("{path}.{}", field.name),
+            let Some(changes) = field.metadata.get(TYPE_CHANGES_KEY) else {
+                continue;
             };
-            if let Some(changes) = field.metadata.get(TYPE_CHANGES_KEY) {
-                let list = changes.as_array().ok_or_else(|| Error::InvalidSchema {
-                    reason: format!("column {name:?}: {TYPE_CHANGES_KEY} is not a list"),
-                })?;
-                for change in list {
-                    let from = change["fromType"].as_str().unwrap_or_default();
-                    let to = change["toType"].as_str().unwrap_or_default();
-                    let allowed = match (PrimitiveType::parse(from), PrimitiveType::parse(to)) {
-                        (Some(from), Some(to)) => is_allowed(from, to),
-                        _ => false,
-                    };
-                    if !allowed {
-                        return Err(Error::InvalidSchema {
-                            reason: format!(
-                                "column {name:?}: the type change from {from:?} to {to:?} is \
-                                 not one Delta's type widening allows"
-                            ),
-                        });
-                    }
+            let name = field_path(path, &field.name);
+            let list = changes.as_array().ok_or_else(|| Error::InvalidSchema {
+                reason: format!("column {name:?}: {TYPE_CHANGES_KEY} is not a list"),
+            })?;
+            for change in list {
+                let from = change["fromType"].as_str().unwrap_or_default();
+                let to = change["toType"].as_str().unwrap_or_default();
+                let allowed = match (PrimitiveType::parse(from), PrimitiveType::parse(to)) {
+                    (Some(from), Some(to)) => is_allowed(from, to),
+                    _ => false,
+                };
+                if !allowed {
+                    return Err(Error::InvalidSchema {
+                        reason: format!(
+                            "column {name:?}: the type change from {from:?} to {to:?} is not \
+                             one Delta's type widening allows"
+                        ),
+                    });
                 }
             }
-            walk_type(&field.data_type, &name)?;
         }
         Ok(())
-    }
-    fn walk_type(t: &DataType, path: &str) -> Result<()> {
-        match t {
-            DataType::Primitive(_) => Ok(()),
-            DataType::Array(a) => walk_type(&a.element_type, path),
-            DataType::Map(m) => {
-                walk_type(&m.key_type, path)?;
-                walk_type(&m.value_type, path)
-            }
-            DataType::Struct(s) => walk(s, path),
-        }
-    }
-    walk(schema, "")
+    })
 }
 
 /// The widenings the protocol allows.
