@@ -262,7 +262,7 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     // (table, what Spark does, the feature Tarn names, whether appends are safe).
-    let cases: [(&str, &[&str], &str, bool); 5] = [
+    let cases: [(&str, &[&str], &str, bool); 4] = [
         (
             "cdf",
             &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
@@ -286,15 +286,6 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
                USING delta",
             ],
             "generatedColumns",
-            false,
-        ),
-        (
-            "identity",
-            &[
-                "CREATE TABLE {t} (key BIGINT GENERATED ALWAYS AS IDENTITY, id BIGINT, v STRING) \
-               USING delta",
-            ],
-            "identityColumns",
             false,
         ),
         (
@@ -636,4 +627,44 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
         "a removal committed"
     );
     assert_same_in_spark(spark, &table, &dir, "append-only").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_values_stay_unique_across_spark_and_tarn() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("identity");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (key BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 100 INCREMENT BY 10), \
+             v STRING) USING delta",
+            "INSERT INTO {t} (v) VALUES ('spark 1'), ('spark 2')",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    let values = |range: std::ops::Range<i64>| {
+        let batch = id_rows(range, "tarn ");
+        batch.project(&[1]).unwrap()
+    };
+    table.append([values(0..3)]).await.unwrap();
+    // Spark continues after Tarn's high-water mark, Tarn after Spark's.
+    spark_sql(spark, &dir, &["INSERT INTO {t} (v) VALUES ('spark 3')"]);
+    table.refresh().await.unwrap();
+    table.append([values(3..5)]).await.unwrap();
+    table
+        .delete(col("v").eq(lit("spark 2")))
+        .execute()
+        .await
+        .unwrap();
+    assert_same_in_spark(spark, &table, &dir, "identity").await;
+    let t = tarn_tests::spark::delta_table(&dir);
+    let keys = spark.sql(&format!(
+        "SELECT COUNT(*) AS n, COUNT(DISTINCT key) AS distinct_keys, \
+         SUM(CASE WHEN (key - 100) % 10 = 0 THEN 1 ELSE 0 END) AS on_step FROM {t}"
+    ));
+    assert_eq!(keys[0]["n"].as_i64(), Some(7));
+    assert_eq!(keys[0]["distinct_keys"].as_i64(), Some(7));
+    assert_eq!(keys[0]["on_step"].as_i64(), Some(7));
 }

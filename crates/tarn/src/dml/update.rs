@@ -17,6 +17,7 @@ use crate::protocol::StructType;
 use crate::scan::bind_predicate;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
+use crate::write::Identity;
 
 /// A bound assignment: the target column's index in the table schema and the value.
 #[derive(Debug, Clone)]
@@ -187,8 +188,8 @@ impl UpdateBuilder<'_> {
     /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for predicates or
     /// assignments that do not fit the schema, [`Error::InvalidArgument`] for no or
     /// duplicate assignments, partition columns assigned without
-    /// `allow_partition_moves`, merge-on-read without deletion vectors, or an append-only
-    /// table,
+    /// `allow_partition_moves`, merge-on-read without deletion vectors, an append-only
+    /// table, or a `GENERATED ALWAYS` identity column assigned,
     /// [`Error::SchemaMismatch`] when a non-nullable column would become null,
     /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
@@ -217,6 +218,16 @@ impl UpdateBuilder<'_> {
                 return Err(Error::InvalidArgument {
                     name: "assignments",
                     reason: format!("column {column:?} is assigned twice"),
+                });
+            }
+            if let Some(field) = schema.field(column)
+                && Identity::of(field)?.is_some_and(|i| !i.allows_explicit_insert())
+            {
+                return Err(Error::InvalidArgument {
+                    name: "assignments",
+                    reason: format!(
+                        "column {column:?} is GENERATED ALWAYS AS IDENTITY: its values cannot change"
+                    ),
                 });
             }
             bound.push(bind_assignment(schema, schema, column, value)?);

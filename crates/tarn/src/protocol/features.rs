@@ -48,7 +48,7 @@ impl Protocol {
     /// when `delta.enableDeletionVectors` is true, `columnMapping` when
     /// `delta.columnMapping.mode` is `name` or `id`), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
-    /// true).
+    /// true, `identityColumns` for identity columns).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
         let mut writer = Vec::new();
@@ -65,9 +65,12 @@ impl Protocol {
             reader.push("columnMapping".to_string());
             writer.push("columnMapping".to_string());
         }
-        // Writer-only: readers that do not know it still read the table right.
+        // Writer-only: readers that do not know them still read the table right.
         if properties.in_commit_timestamps_since().is_some() {
             writer.push("inCommitTimestamp".to_string());
+        }
+        if any_field_metadata(schema, "delta.identity.start") {
+            writer.push("identityColumns".to_string());
         }
         if writer.is_empty() {
             return Self {
@@ -228,7 +231,7 @@ pub fn ensure_readable(protocol: &Protocol) -> Result<()> {
 
 /// Fails unless Tarn can write to a table with this protocol and metadata: writer versions
 /// above 7, unknown writer features, and features in use that Tarn cannot maintain
-/// (invariants, CHECK constraints, generated or identity columns) are refused with an
+/// (invariants, CHECK constraints, generated columns) are refused with an
 /// error naming the feature; a column mapping mode other than `none`, `name` or `id`, or
 /// a mapped column without its id or physical name, with an error naming it.
 pub fn ensure_writable(
@@ -269,11 +272,6 @@ pub fn ensure_writable(
         && any_field_metadata(schema, "delta.generationExpression")
     {
         return Err(refuse("generatedColumns"));
-    }
-    if protocol.has_writer_feature("identityColumns")
-        && any_field_metadata(schema, "delta.identity.start")
-    {
-        return Err(refuse("identityColumns"));
     }
     let mode = mapping::mode_of(metadata)?;
     if mode != ColumnMappingMode::None && !protocol.has_writer_feature("columnMapping") {

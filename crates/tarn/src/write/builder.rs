@@ -4,8 +4,8 @@ use arrow::array::RecordBatch;
 use parquet::file::properties::WriterProperties;
 
 use super::{
-    FileWriteOptions, SchemaMode, WriteMode, WrittenFiles, ensure_rows_match, prepare_batches,
-    write_files,
+    FileWriteOptions, SchemaMode, WriteMode, WrittenFiles, ensure_rows_match, fill_identity,
+    prepare_batches, write_files,
 };
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -167,7 +167,12 @@ impl WriteBuilder<'_> {
 
     /// Writes the data files and commits them.
     ///
-    /// Fails with [`Error::SchemaMismatch`] when the batches do not fit the table,
+    /// Identity columns the batches leave out get values after their high-water marks,
+    /// which the commit moves on (a concurrent write that drew values too then fails
+    /// with [`Error::Conflict`]; retry it).
+    ///
+    /// Fails with [`Error::SchemaMismatch`] when the batches do not fit the table or bring
+    /// values for a `GENERATED ALWAYS` identity column,
     /// [`Error::InvalidArgument`] for a `replace_where` that names non-partition columns or
     /// rows outside it, an overwrite of an append-only table or a zero target size,
     /// [`Error::UnsupportedWriterFeature`] when the table needs what Tarn cannot maintain,
@@ -213,12 +218,15 @@ impl WriteBuilder<'_> {
                 reason: "only applies to WriteMode::Overwrite".into(),
             });
         }
+        // Identity columns get their values, and their high-water marks move on.
+        let (batches, marked) = fill_identity(snapshot.schema(), &batches)?;
         let (batches, evolved) = prepare_batches(
-            snapshot.schema(),
+            marked.as_ref().unwrap_or(snapshot.schema()),
             snapshot.partition_columns(),
             &batches,
             schema_mode,
         )?;
+        let evolved = evolved.or(marked);
         // New columns of a mapped table get their ids and physical names before any file
         // is written under them.
         let evolved = match evolved {

@@ -6,7 +6,7 @@ use arrow::array::RecordBatch;
 use std::sync::Arc;
 
 use super::files::encode_files;
-use super::{FileWriteOptions, SchemaMode, prepare_batches};
+use super::{FileWriteOptions, SchemaMode, fill_identity, prepare_batches};
 use crate::error::Result;
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -28,12 +28,19 @@ impl Transaction {
     pub async fn write_files(&mut self, batches: Vec<RecordBatch>) -> Result<Vec<Add>> {
         let snapshot = self.snapshot().clone();
         ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
+        let (batches, marked) = fill_identity(snapshot.schema(), &batches)?;
         let (batches, _) = prepare_batches(
-            snapshot.schema(),
+            marked.as_ref().unwrap_or(snapshot.schema()),
             snapshot.partition_columns(),
             &batches,
             SchemaMode::Strict,
         )?;
+        // The identity values drawn move the high-water marks in this commit.
+        if let Some(schema) = marked {
+            let mut metadata = snapshot.metadata().clone();
+            metadata.schema_string = schema.to_json();
+            self.set_metadata(metadata);
+        }
         let inline = InlineSegments::of(&snapshot)?;
         let capture = inline.columns();
         let encoded = encode_files(

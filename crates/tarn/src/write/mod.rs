@@ -5,6 +5,7 @@
 mod builder;
 mod encoding;
 mod files;
+mod identity;
 mod low_level;
 mod physical;
 mod stream;
@@ -17,6 +18,7 @@ use arrow::datatypes::{Schema, SchemaRef};
 
 pub use builder::{WriteBuilder, WriteOutcome};
 pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
+pub(crate) use identity::{Identity, fill_identity, identity_columns};
 pub(crate) use stream::StreamWriter;
 
 use crate::conform::{Source, conform};

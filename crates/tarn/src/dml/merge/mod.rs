@@ -30,6 +30,7 @@ use crate::expr::Expr;
 use crate::scan::FileRows;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
+use crate::write::identity_columns;
 use plan::{MergePlan, null_rows, selected, take_rows};
 
 /// One clause of a MERGE, in the order given.
@@ -189,7 +190,8 @@ impl MergeBuilder<'_> {
     /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
     /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
     /// [`Error::MergeDuplicateMatch`] for ambiguous matches,
-    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
+    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed or when it
+    /// inserts into a table with identity columns, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let MergeBuilder {
@@ -212,6 +214,18 @@ impl MergeBuilder<'_> {
             )
         }) {
             refuse_if_append_only(&snapshot, "merge")?;
+        }
+        // Inserted rows would need identity values drawn inside the merge.
+        let inserts = clauses.iter().any(|c| {
+            matches!(
+                c,
+                Clause::NotMatchedInsert(..) | Clause::NotMatchedInsertAll(..)
+            )
+        });
+        if inserts && !identity_columns(snapshot.schema())?.is_empty() {
+            return Err(Error::UnsupportedWriterFeature {
+                feature: "identityColumns".into(),
+            });
         }
         if keys.is_empty() || clauses.is_empty() {
             return Err(Error::InvalidArgument {
