@@ -262,22 +262,13 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     // (table, what Spark does, the feature Tarn names, whether appends are safe).
-    let cases: [(&str, &[&str], &str, bool); 4] = [
+    let cases: [(&str, &[&str], &str, bool); 3] = [
         (
             "cdf",
             &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
                TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"],
             "changeDataFeed",
             true,
-        ),
-        (
-            "check",
-            &[
-                "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
-                "ALTER TABLE {t} ADD CONSTRAINT positive CHECK (id > 0)",
-            ],
-            "checkConstraints",
-            false,
         ),
         (
             "generated",
@@ -667,4 +658,77 @@ async fn identity_values_stay_unique_across_spark_and_tarn() {
     assert_eq!(keys[0]["n"].as_i64(), Some(7));
     assert_eq!(keys[0]["distinct_keys"].as_i64(), Some(7));
     assert_eq!(keys[0]["on_step"].as_i64(), Some(7));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_constraints_hold_both_ways_with_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("checked");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
+            "ALTER TABLE {t} ADD CONSTRAINT positive CHECK (id > 0 AND v IS NOT NULL)",
+            "INSERT INTO {t} VALUES (1, 'spark'), (2, 'spark')",
+        ],
+    );
+    let t = tarn_tests::spark::delta_table(&dir);
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    table.append([id_rows(10..12, "tarn")]).await.unwrap();
+    // A row Spark refuses, Tarn refuses, a null included.
+    for (id, v) in [("0", "'zero'"), ("NULL", "'null id'"), ("3", "NULL")] {
+        let spark_refused = spark
+            .try_sql(&format!("INSERT INTO {t} VALUES ({id}, {v})"))
+            .is_err();
+        let row = RecordBatch::try_new(
+            id_rows(0..1, "").schema(),
+            vec![
+                Arc::new(Int64Array::from(vec![id.parse::<i64>().ok()])),
+                Arc::new(StringArray::from(vec![
+                    v.strip_prefix('\'').map(|s| s.trim_end_matches('\'')),
+                ])),
+            ],
+        )
+        .unwrap();
+        let tarn_refused = match table.append([row]).await {
+            Ok(_) => false,
+            Err(tarn::Error::ConstraintViolated { constraint, .. }) => {
+                assert_eq!(constraint, "delta.constraints.positive");
+                true
+            }
+            Err(e) => panic!("({id}, {v}): {e}"),
+        };
+        assert!(spark_refused, "Spark took ({id}, {v})");
+        assert_eq!(tarn_refused, spark_refused, "({id}, {v})");
+    }
+    // Spark enforces the constraint Tarn adds.
+    let _ = table.add_constraint("small", "id < 1000").await.unwrap();
+    assert!(
+        spark
+            .try_sql(&format!("INSERT INTO {t} VALUES (5000, 'big')"))
+            .is_err()
+    );
+    spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (500, 'fits')"]);
+    table.refresh().await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "constraints").await;
+
+    // A constraint Tarn cannot read refuses Tarn's writes, naming its SQL.
+    let dir = root.path().join("unreadable");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
+            "ALTER TABLE {t} ADD CONSTRAINT short CHECK (length(v) < 10)",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    let err = table.append([id_rows(0..1, "v")]).await.unwrap_err();
+    assert!(
+        matches!(&err, tarn::Error::InvalidExpression { expression, .. } if expression.contains("length")),
+        "{err}"
+    );
+    assert_eq!(table.version(), 1);
 }

@@ -205,6 +205,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// SQL expression text (a CHECK constraint, a column invariant) Tarn cannot parse.
+    #[error("cannot read the SQL expression {expression:?}: {reason}")]
+    InvalidExpression {
+        /// The text.
+        expression: String,
+        /// What was not understood.
+        reason: String,
+    },
+
+    /// Rows a write would add break a CHECK constraint or column invariant of the table.
+    #[error("{rows} row(s) break {constraint} ({expression}); nothing was written")]
+    ConstraintViolated {
+        /// The constraint: `delta.constraints.<name>`, or the invariant's column.
+        constraint: String,
+        /// Its SQL expression.
+        expression: String,
+        /// How many rows of the batch break it.
+        rows: usize,
+    },
+
     /// A concurrent commit changed what this transaction depends on.
     #[error("conflict with the commit at version {winning_version} ({operation}): {reason}")]
     Conflict {

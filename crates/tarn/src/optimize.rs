@@ -20,7 +20,7 @@ use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
 use crate::table::Table;
 use crate::txn::CommitOutcome;
-use crate::write::{FileWriteOptions, write_files};
+use crate::write::{Checks, FileWriteOptions, write_files};
 
 /// What an optimize did.
 #[derive(Debug, Clone)]
@@ -247,6 +247,8 @@ impl OptimizeBuilder<'_> {
                     modification_time: now,
                     capture: capture.clone(),
                     file_per_batch: false,
+                    // Compaction moves rows that met the constraints when written.
+                    checks: Checks::default(),
                 },
                 None,
             )

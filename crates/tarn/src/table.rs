@@ -164,7 +164,8 @@ impl Table {
     /// `delta.columnMapping.mode` may go from `none` to `name`: the columns keep their
     /// names as physical names and get column ids, so existing files read as before.
     ///
-    /// Fails with [`Error::InvalidArgument`] for empty keys, any other change of the
+    /// Fails with [`Error::InvalidArgument`] for empty keys, CHECK constraints
+    /// (`delta.constraints.*`: [`Table::add_constraint`] checks the rows), any other change of the
     /// column mapping mode and turning on in-commit timestamps (a table gets them when
     /// created), and as [`Transaction::commit`] does.
     pub async fn set_properties(
@@ -179,6 +180,13 @@ impl Table {
                 return Err(Error::InvalidArgument {
                     name: "properties",
                     reason: "a property key must not be empty".into(),
+                });
+            }
+            // A constraint must first be checked against the rows already there.
+            if key.starts_with("delta.constraints.") {
+                return Err(Error::InvalidArgument {
+                    name: "properties",
+                    reason: format!("{key} is a CHECK constraint: add it with add_constraint"),
                 });
             }
             names.push(key.clone());

@@ -38,7 +38,9 @@ use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
-use crate::write::{FileWriteOptions, SchemaMode, WrittenFiles, prepare_batches, write_files};
+use crate::write::{
+    Checks, FileWriteOptions, SchemaMode, WrittenFiles, prepare_batches, write_files,
+};
 
 /// Candidate files read at once.
 const READ_CONCURRENCY: usize = 8;
@@ -307,6 +309,7 @@ pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWrit
         modification_time: now_ms,
         capture: InlineSegments::of(snapshot)?.columns(),
         file_per_batch: false,
+        checks: Checks::of(snapshot.metadata(), snapshot.schema())?,
     })
 }
 

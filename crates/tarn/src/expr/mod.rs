@@ -10,6 +10,7 @@
 mod eval;
 mod prune;
 mod scalar;
+mod sql;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -17,6 +18,7 @@ use std::fmt;
 pub(crate) use eval::{evaluate_predicate, evaluate_value};
 pub(crate) use prune::{StatsView, may_match};
 pub use scalar::{Scalar, ValueError};
+pub use sql::parse_sql;
 pub use tarn_index::fts::TextQuery;
 
 use tarn_index::fts::FullTextOptions;

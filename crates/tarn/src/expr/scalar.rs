@@ -212,6 +212,10 @@ impl Scalar {
             (P::Float, Some(v), _) if v.unsigned_abs() <= 1 << 24 => Some(Self::Float(v as f32)),
             (P::Double, Some(v), _) if v.unsigned_abs() <= 1 << 53 => Some(Self::Double(v as f64)),
             (P::Double, None, Self::Float(v)) => Some(Self::Double(f64::from(*v))),
+            // A decimal literal (`10.5` in SQL text) against a floating-point column.
+            (P::Double, None, Self::Decimal(v, _, scale)) => {
+                Some(Self::Double(*v as f64 / 10f64.powi(i32::from(*scale))))
+            }
             (P::Float, None, Self::Double(v)) if f64::from(*v as f32) == *v => {
                 Some(Self::Float(*v as f32))
             }

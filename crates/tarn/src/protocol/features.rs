@@ -48,7 +48,8 @@ impl Protocol {
     /// when `delta.enableDeletionVectors` is true, `columnMapping` when
     /// `delta.columnMapping.mode` is `name` or `id`), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
-    /// true, `identityColumns` for identity columns).
+    /// true, `identityColumns` for identity columns, `checkConstraints` for
+    /// `delta.constraints.*` properties).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
         let mut writer = Vec::new();
@@ -71,6 +72,13 @@ impl Protocol {
         }
         if any_field_metadata(schema, "delta.identity.start") {
             writer.push("identityColumns".to_string());
+        }
+        if metadata
+            .configuration
+            .keys()
+            .any(|k| k.starts_with("delta.constraints."))
+        {
+            writer.push("checkConstraints".to_string());
         }
         if writer.is_empty() {
             return Self {
@@ -231,7 +239,7 @@ pub fn ensure_readable(protocol: &Protocol) -> Result<()> {
 
 /// Fails unless Tarn can write to a table with this protocol and metadata: writer versions
 /// above 7, unknown writer features, and features in use that Tarn cannot maintain
-/// (invariants, CHECK constraints, generated columns) are refused with an
+/// (generated columns) are refused with an
 /// error naming the feature; a column mapping mode other than `none`, `name` or `id`, or
 /// a mapped column without its id or physical name, with an error naming it.
 pub fn ensure_writable(
@@ -257,17 +265,6 @@ pub fn ensure_writable(
     let refuse = |feature: &str| Error::UnsupportedWriterFeature {
         feature: feature.to_string(),
     };
-    if protocol.has_writer_feature("invariants") && any_field_metadata(schema, "delta.invariants") {
-        return Err(refuse("invariants"));
-    }
-    if protocol.has_writer_feature("checkConstraints")
-        && metadata
-            .configuration
-            .keys()
-            .any(|k| k.starts_with("delta.constraints."))
-    {
-        return Err(refuse("checkConstraints"));
-    }
     if protocol.has_writer_feature("generatedColumns")
         && any_field_metadata(schema, "delta.generationExpression")
     {

@@ -4,8 +4,8 @@ use arrow::array::RecordBatch;
 use parquet::file::properties::WriterProperties;
 
 use super::{
-    FileWriteOptions, SchemaMode, WriteMode, WrittenFiles, ensure_rows_match, fill_identity,
-    prepare_batches, write_files,
+    Checks, FileWriteOptions, SchemaMode, WriteMode, WrittenFiles, ensure_rows_match,
+    fill_identity, prepare_batches, write_files,
 };
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -242,6 +242,8 @@ impl WriteBuilder<'_> {
             Some((schema, _)) => schema.clone(),
             None => snapshot.schema().clone(),
         };
+        // Constraints that cannot be read refuse the write before any file is written.
+        let checks = Checks::of(snapshot.metadata(), &schema)?;
 
         // An overwrite reads what it replaces: the whole table, or the named partitions.
         let mut removed: Vec<Add> = Vec::new();
@@ -320,6 +322,7 @@ impl WriteBuilder<'_> {
             modification_time: now,
             capture: capture.clone(),
             file_per_batch: false,
+            checks,
         };
         let files = write_files(
             snapshot.location(),

@@ -57,6 +57,8 @@ pub(crate) struct FileWriteOptions {
     /// Whether each input batch ends its files (one file per batch and partition), rather
     /// than files filling up to the target size.
     pub(crate) file_per_batch: bool,
+    /// The constraints every row written must meet.
+    pub(crate) checks: super::Checks,
 }
 
 /// One encoded data file, ready to upload.
@@ -393,6 +395,7 @@ pub(super) fn encode(
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
     let mut counter = 0usize;
     for batch in batches {
+        options.checks.verify(&batch)?;
         for (key, values, part) in
             split_partitions(&batch, partition_columns, &data_struct, &data_schema)?
         {

@@ -6,7 +6,7 @@ use arrow::array::RecordBatch;
 use std::sync::Arc;
 
 use super::files::encode_files;
-use super::{FileWriteOptions, SchemaMode, fill_identity, prepare_batches};
+use super::{Checks, FileWriteOptions, SchemaMode, fill_identity, prepare_batches};
 use crate::error::Result;
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -55,6 +55,7 @@ impl Transaction {
                 modification_time: self.now_ms(),
                 capture: capture.clone(),
                 file_per_batch: true,
+                checks: Checks::of(snapshot.metadata(), snapshot.schema())?,
             },
         )
         .await?;

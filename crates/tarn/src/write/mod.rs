@@ -3,6 +3,7 @@
 //! (`prepare_batches`) and encoding them into data files (`files`).
 
 mod builder;
+mod constraints;
 mod encoding;
 mod files;
 mod identity;
@@ -17,6 +18,7 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{Schema, SchemaRef};
 
 pub use builder::{WriteBuilder, WriteOutcome};
+pub(crate) use constraints::Checks;
 pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
 pub(crate) use identity::{Identity, fill_identity, identity_columns};
 pub(crate) use stream::StreamWriter;
