@@ -262,22 +262,13 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     // (table, what Spark does, the feature Tarn names, whether appends are safe).
-    let cases: [(&str, &[&str], &str, bool); 3] = [
+    let cases: [(&str, &[&str], &str, bool); 2] = [
         (
             "cdf",
             &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
                TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"],
             "changeDataFeed",
             true,
-        ),
-        (
-            "generated",
-            &[
-                "CREATE TABLE {t} (id BIGINT, v STRING, doubled BIGINT GENERATED ALWAYS AS (id * 2)) \
-               USING delta",
-            ],
-            "generatedColumns",
-            false,
         ),
         (
             "row-tracking",
@@ -731,4 +722,74 @@ async fn check_constraints_hold_both_ways_with_spark() {
         "{err}"
     );
     assert_eq!(table.version(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_columns_hold_both_ways_with_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("generated");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING, doubled BIGINT GENERATED ALWAYS AS (id * 2 + 1)) \
+             USING delta",
+            "INSERT INTO {t} (id, v) VALUES (1, 'spark'), (2, 'spark')",
+        ],
+    );
+    let t = tarn_tests::spark::delta_table(&dir);
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    // Tarn computes what Spark would, and refuses what Spark refuses.
+    table.append([id_rows(10..13, "tarn")]).await.unwrap();
+    let wrong = with_column(
+        &id_rows(20..21, "tarn"),
+        Field::new("doubled", DataType::Int64, true),
+        Arc::new(Int64Array::from(vec![0])),
+    );
+    let err = table.append([wrong]).await.unwrap_err();
+    assert!(
+        matches!(&err, tarn::Error::ConstraintViolated { constraint, .. } if constraint.contains("doubled")),
+        "{err}"
+    );
+    assert!(
+        spark
+            .try_sql(&format!("INSERT INTO {t} VALUES (20, 'spark', 0)"))
+            .is_err()
+    );
+    table
+        .update()
+        .filter(col("id").eq(lit(11i64)))
+        .set("id", lit(111i64))
+        .execute()
+        .await
+        .unwrap();
+    spark_sql(
+        spark,
+        &dir,
+        &["UPDATE {t} SET id = id + 1000 WHERE id = 12"],
+    );
+    table.refresh().await.unwrap();
+    table.append([id_rows(30..31, "tarn")]).await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "generated").await;
+    let rows = spark.sql(&format!(
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN doubled = id * 2 + 1 THEN 1 ELSE 0 END) AS right FROM {t}"
+    ));
+    assert_eq!(rows[0]["n"], rows[0]["right"], "{rows:?}");
+
+    // An expression Tarn cannot compute refuses Tarn's writes, naming it.
+    let dir = root.path().join("generated-cast");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING, day DATE GENERATED ALWAYS AS (CAST('2024-01-01' AS DATE))) USING delta",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    let err = table.append([id_rows(0..1, "v")]).await.unwrap_err();
+    assert!(
+        matches!(&err, tarn::Error::InvalidExpression { expression, .. } if expression.contains("CAST")),
+        "{err}"
+    );
 }

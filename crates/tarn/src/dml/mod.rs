@@ -39,7 +39,8 @@ use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
 use crate::write::{
-    Checks, FileWriteOptions, SchemaMode, WrittenFiles, prepare_batches, write_files,
+    Checks, FileWriteOptions, SchemaMode, WrittenFiles, prepare_batches, without_generated,
+    write_files,
 };
 
 /// Candidate files read at once.
@@ -322,10 +323,11 @@ pub(crate) async fn write_rows(
     rows: Vec<RecordBatch>,
     now_ms: i64,
 ) -> Result<WrittenFiles> {
+    // Generated columns of updated and inserted rows follow their values.
     let (batches, _) = prepare_batches(
         snapshot.schema(),
         snapshot.partition_columns(),
-        &rows,
+        &without_generated(snapshot.schema(), &rows),
         SchemaMode::Strict,
     )?;
     write_files(

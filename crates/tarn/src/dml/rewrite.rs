@@ -19,7 +19,9 @@ use crate::protocol::Add;
 use crate::scan::stream_file;
 use crate::snapshot::Snapshot;
 use crate::txn::Transaction;
-use crate::write::{FileWriteOptions, SchemaMode, StreamWriter, WrittenFiles, prepare_batches};
+use crate::write::{
+    FileWriteOptions, SchemaMode, StreamWriter, WrittenFiles, prepare_batches, without_generated,
+};
 
 /// What an operation decided for one chunk of a file's rows.
 #[derive(Debug, Default)]
@@ -117,10 +119,11 @@ async fn rewrite_file(
             }
             _ => chunk,
         };
+        // Generated columns of rewritten rows follow their new values.
         let (replacement, _) = prepare_batches(
             snapshot.schema(),
             snapshot.partition_columns(),
-            &change.replacement,
+            &without_generated(snapshot.schema(), &change.replacement),
             SchemaMode::Strict,
         )?;
         let batches = std::iter::once(kept)

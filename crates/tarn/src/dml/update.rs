@@ -221,6 +221,16 @@ impl UpdateBuilder<'_> {
                 });
             }
             if let Some(field) = schema.field(column)
+                && field.metadata.contains_key("delta.generationExpression")
+            {
+                return Err(Error::InvalidArgument {
+                    name: "assignments",
+                    reason: format!(
+                        "column {column:?} is generated: assign the columns it is computed from"
+                    ),
+                });
+            }
+            if let Some(field) = schema.field(column)
                 && Identity::of(field)?.is_some_and(|i| !i.allows_explicit_insert())
             {
                 return Err(Error::InvalidArgument {

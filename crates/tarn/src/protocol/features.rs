@@ -48,7 +48,8 @@ impl Protocol {
     /// when `delta.enableDeletionVectors` is true, `columnMapping` when
     /// `delta.columnMapping.mode` is `name` or `id`), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
-    /// true, `identityColumns` for identity columns, `checkConstraints` for
+    /// true, `identityColumns` for identity columns, `generatedColumns` for generated
+    /// ones, `checkConstraints` for
     /// `delta.constraints.*` properties).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
@@ -72,6 +73,9 @@ impl Protocol {
         }
         if any_field_metadata(schema, "delta.identity.start") {
             writer.push("identityColumns".to_string());
+        }
+        if any_field_metadata(schema, "delta.generationExpression") {
+            writer.push("generatedColumns".to_string());
         }
         if metadata
             .configuration
@@ -238,10 +242,10 @@ pub fn ensure_readable(protocol: &Protocol) -> Result<()> {
 }
 
 /// Fails unless Tarn can write to a table with this protocol and metadata: writer versions
-/// above 7, unknown writer features, and features in use that Tarn cannot maintain
-/// (generated columns) are refused with an
-/// error naming the feature; a column mapping mode other than `none`, `name` or `id`, or
-/// a mapped column without its id or physical name, with an error naming it.
+/// above 7 and unknown writer features are refused with an error naming the feature; a
+/// column mapping mode other than `none`, `name` or `id`, or a mapped column without its
+/// id or physical name, with an error naming it. (Constraints, generated and identity
+/// columns are kept by the writes themselves.)
 pub fn ensure_writable(
     protocol: &Protocol,
     metadata: &Metadata,
@@ -261,14 +265,6 @@ pub fn ensure_writable(
                 });
             }
         }
-    }
-    let refuse = |feature: &str| Error::UnsupportedWriterFeature {
-        feature: feature.to_string(),
-    };
-    if protocol.has_writer_feature("generatedColumns")
-        && any_field_metadata(schema, "delta.generationExpression")
-    {
-        return Err(refuse("generatedColumns"));
     }
     let mode = mapping::mode_of(metadata)?;
     if mode != ColumnMappingMode::None && !protocol.has_writer_feature("columnMapping") {

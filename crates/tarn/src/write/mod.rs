@@ -6,6 +6,7 @@ mod builder;
 mod constraints;
 mod encoding;
 mod files;
+mod generated;
 mod identity;
 mod low_level;
 mod physical;
@@ -20,6 +21,7 @@ use arrow::datatypes::{Schema, SchemaRef};
 pub use builder::{WriteBuilder, WriteOutcome};
 pub(crate) use constraints::Checks;
 pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
+pub(crate) use generated::without_generated;
 pub(crate) use identity::{Identity, fill_identity, identity_columns};
 pub(crate) use stream::StreamWriter;
 
@@ -29,6 +31,7 @@ use crate::expr::{Expr, evaluate_predicate};
 use crate::paths::validate_name;
 use crate::protocol::{DataType, StructType};
 use crate::snapshot::PartitionColumn;
+use generated::{Generated, relaxed_schema};
 
 /// How a write treats the data already in the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,19 +104,40 @@ pub(crate) fn prepare_batches(
     }
     let arrow_schema: SchemaRef = Arc::new(schema.to_arrow());
     let partition_names: Vec<&str> = partition_columns.iter().map(|p| p.name.as_str()).collect();
-    let conformed = batches
-        .iter()
-        .filter(|b| b.num_rows() > 0)
-        .map(|batch| conform_batch(batch, &schema, &arrow_schema, &partition_names))
+    let rows: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
+    // Read only when rows are written: a rewrite that only drops rows computes nothing.
+    let generated = match rows.is_empty() {
+        true => Generated::default(),
+        false => Generated::of(&schema)?,
+    };
+    let conformed = rows
+        .into_iter()
+        .map(|batch| {
+            if generated.is_empty() {
+                return conform_batch(batch, &schema, &arrow_schema, &partition_names, &[]);
+            }
+            let absent: Vec<&str> = schema
+                .fields
+                .iter()
+                .map(|f| f.name.as_str())
+                .filter(|n| generated.contains(n) && batch.column_by_name(n).is_none())
+                .collect();
+            let relaxed = relaxed_schema(&arrow_schema, &absent);
+            let batch = conform_batch(batch, &schema, &relaxed, &partition_names, &absent)?;
+            generated.apply(batch, &absent, &arrow_schema)
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok((conformed, evolved.then_some(schema)))
 }
 
+/// `batch` in the table's schema; columns in `to_compute` (generated ones it lacks) come
+/// back null, for the caller to fill.
 fn conform_batch(
     batch: &RecordBatch,
     schema: &StructType,
     arrow_schema: &SchemaRef,
     partitions: &[&str],
+    to_compute: &[&str],
 ) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let mismatch = |reason: String| Error::SchemaMismatch { reason };
@@ -126,10 +150,9 @@ fn conform_batch(
                 "the batch lacks partition column {:?}",
                 field.name
             ))),
-            None if field.nullable => Ok(arrow::array::new_null_array(
-                &field.data_type.to_arrow(),
-                rows,
-            )),
+            None if field.nullable || to_compute.contains(&field.name.as_str()) => Ok(
+                arrow::array::new_null_array(&field.data_type.to_arrow(), rows),
+            ),
             None => Err(mismatch(format!(
                 "the batch lacks non-nullable column {:?}",
                 field.name
@@ -137,7 +160,8 @@ fn conform_batch(
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
     for (field, column) in schema.fields.iter().zip(&columns) {
-        if !field.nullable && column.null_count() > 0 {
+        if !field.nullable && column.null_count() > 0 && !to_compute.contains(&field.name.as_str())
+        {
             return Err(mismatch(format!(
                 "column {:?} is not nullable but the batch holds {} nulls in it",
                 field.name,

@@ -191,7 +191,9 @@ impl MergePlan {
                     let missing: Vec<&str> = target
                         .fields
                         .iter()
+                        // Generated columns are computed when the rows are written.
                         .filter(|f| !f.nullable && source_delta.field(&f.name).is_none())
+                        .filter(|f| !f.metadata.contains_key("delta.generationExpression"))
                         .map(|f| f.name.as_str())
                         .collect();
                     if !missing.is_empty() {
