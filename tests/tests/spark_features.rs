@@ -793,3 +793,62 @@ async fn generated_columns_hold_both_ways_with_spark() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clustered_tables_take_tarn_writes_and_stay_clustered() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("clustered");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta CLUSTER BY (v)",
+            "INSERT INTO {t} SELECT id, CONCAT('s', CAST(id % 7 AS STRING)) FROM range(50)",
+            "OPTIMIZE {t}",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    assert!(table.snapshot().protocol().has_writer_feature("clustering"));
+    let domain = table
+        .snapshot()
+        .domain_metadata("delta.clustering")
+        .map(str::to_string);
+    table.append([id_rows(100..120, "t")]).await.unwrap();
+    table
+        .delete(col("id").lt(lit(5i64)))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    // Tarn's files have statistics for the clustering column.
+    let v = table
+        .schema()
+        .field("v")
+        .unwrap()
+        .physical_name()
+        .to_string();
+    for add in table.snapshot().files() {
+        let stats: serde_json::Value =
+            serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
+        assert!(
+            stats["minValues"].get(&v).is_some(),
+            "{}: {stats}",
+            add.path
+        );
+    }
+    assert_eq!(
+        table
+            .snapshot()
+            .domain_metadata("delta.clustering")
+            .map(str::to_string),
+        domain
+    );
+    // Spark still clusters the table, Tarn's files included.
+    spark_sql(spark, &dir, &["OPTIMIZE {t}"]);
+    let t = tarn_tests::spark::delta_table(&dir);
+    let detail = spark.sql(&format!("DESCRIBE DETAIL {t}"));
+    assert_eq!(detail[0]["clusteringColumns"], serde_json::json!(["v"]));
+    table.refresh().await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "clustered").await;
+}

@@ -20,7 +20,7 @@ use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::Add;
 use crate::table::Table;
 use crate::txn::CommitOutcome;
-use crate::write::{Checks, FileWriteOptions, write_files};
+use crate::write::{Checks, FileWriteOptions, StatsColumns, write_files};
 
 /// What an optimize did.
 #[derive(Debug, Clone)]
@@ -242,7 +242,7 @@ impl OptimizeBuilder<'_> {
                 vec![batch],
                 &FileWriteOptions {
                     target_file_size: target,
-                    num_indexed_cols: snapshot.properties().num_indexed_cols(),
+                    stats_columns: StatsColumns::of(&snapshot)?,
                     writer_properties: None,
                     modification_time: now,
                     capture: capture.clone(),

@@ -39,8 +39,8 @@ use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
 use crate::write::{
-    Checks, FileWriteOptions, SchemaMode, WrittenFiles, prepare_batches, without_generated,
-    write_files,
+    Checks, FileWriteOptions, SchemaMode, StatsColumns, WrittenFiles, prepare_batches,
+    without_generated, write_files,
 };
 
 /// Candidate files read at once.
@@ -305,7 +305,7 @@ pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWrit
             .properties()
             .target_file_size()
             .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
-        num_indexed_cols: snapshot.properties().num_indexed_cols(),
+        stats_columns: StatsColumns::of(snapshot)?,
         writer_properties: None,
         modification_time: now_ms,
         capture: InlineSegments::of(snapshot)?.columns(),

@@ -24,6 +24,7 @@ pub const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "invariants",
     "checkConstraints",
     "changeDataFeed",
+    "clustering",
     "generatedColumns",
     "identityColumns",
     "inCommitTimestamp",

@@ -225,14 +225,16 @@ pub(crate) fn live_rows(add: &crate::protocol::Add) -> Option<u64> {
 const STRING_PREFIX: usize = 32;
 
 /// Builds the stats JSON of a written file from its Parquet footer: `numRecords`, and for
-/// top-level primitive data columns among the first `num_indexed` leaves, `minValues`,
-/// `maxValues` (not for booleans and binary) and `nullCount`.
+/// top-level primitive data columns among the first `num_indexed` leaves, and those in
+/// `always` (a clustered table's columns), `minValues`, `maxValues` (not for booleans and
+/// binary) and `nullCount`.
 pub(crate) fn stats_json(
     metadata: &ParquetMetaData,
     file_schema: &Schema,
     table: &StructType,
     partition_columns: &[String],
     num_indexed: i64,
+    always: &[String],
 ) -> String {
     let rows: i64 = metadata.row_groups().iter().map(|rg| rg.num_rows()).sum();
     let mut mins = Vec::new();
@@ -249,10 +251,11 @@ pub(crate) fn stats_json(
         .iter()
         .filter(|f| !partition_columns.contains(&f.name))
     {
-        if used >= budget {
-            break;
+        let within = used < budget;
+        used = used.saturating_add(field.data_type.leaf_count());
+        if !within && !always.contains(&field.name) {
+            continue;
         }
-        used += field.data_type.leaf_count();
         let DataType::Primitive(ty) = field.data_type else {
             continue;
         };

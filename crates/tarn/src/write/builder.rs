@@ -4,7 +4,7 @@ use arrow::array::RecordBatch;
 use parquet::file::properties::WriterProperties;
 
 use super::{
-    Checks, FileWriteOptions, SchemaMode, WriteMode, WrittenFiles, ensure_rows_match,
+    Checks, FileWriteOptions, SchemaMode, StatsColumns, WriteMode, WrittenFiles, ensure_rows_match,
     fill_identity, prepare_batches, write_files,
 };
 use crate::error::{ConflictReason, Error, Result};
@@ -317,7 +317,7 @@ impl WriteBuilder<'_> {
         };
         let options = FileWriteOptions {
             target_file_size,
-            num_indexed_cols: snapshot.properties().num_indexed_cols(),
+            stats_columns: StatsColumns::of(&snapshot)?,
             writer_properties,
             modification_time: now,
             capture: capture.clone(),

@@ -48,7 +48,8 @@ fn slice_rows(file: Option<&OpenFile>, target: u64) -> usize {
 #[derive(Debug, Clone)]
 pub(crate) struct FileWriteOptions {
     pub(crate) target_file_size: u64,
-    pub(crate) num_indexed_cols: i64,
+    /// Which columns get statistics.
+    pub(crate) stats_columns: super::StatsColumns,
     pub(crate) writer_properties: Option<WriterProperties>,
     /// The `modificationTime` of the files' `add` actions, ms since the epoch.
     pub(crate) modification_time: i64,
@@ -511,7 +512,8 @@ fn finish(
         data_schema,
         data_struct,
         &[],
-        options.num_indexed_cols,
+        options.stats_columns.budget,
+        &options.stats_columns.always,
     );
     // A closed channel means the uploader failed; its error is the one reported.
     let _ = tx.blocking_send(Ok(EncodedFile {

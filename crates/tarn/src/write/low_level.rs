@@ -6,7 +6,7 @@ use arrow::array::RecordBatch;
 use std::sync::Arc;
 
 use super::files::encode_files;
-use super::{Checks, FileWriteOptions, SchemaMode, fill_identity, prepare_batches};
+use super::{Checks, FileWriteOptions, SchemaMode, StatsColumns, fill_identity, prepare_batches};
 use crate::error::Result;
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -50,7 +50,7 @@ impl Transaction {
             batches,
             &FileWriteOptions {
                 target_file_size: u64::MAX,
-                num_indexed_cols: snapshot.properties().num_indexed_cols(),
+                stats_columns: StatsColumns::of(&snapshot)?,
                 writer_properties: None,
                 modification_time: self.now_ms(),
                 capture: capture.clone(),

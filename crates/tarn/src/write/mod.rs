@@ -3,6 +3,7 @@
 //! (`prepare_batches`) and encoding them into data files (`files`).
 
 mod builder;
+mod clustering;
 mod constraints;
 mod encoding;
 mod files;
@@ -19,6 +20,7 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{Schema, SchemaRef};
 
 pub use builder::{WriteBuilder, WriteOutcome};
+pub(crate) use clustering::StatsColumns;
 pub(crate) use constraints::Checks;
 pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
 pub(crate) use generated::without_generated;
