@@ -852,3 +852,45 @@ async fn clustered_tables_take_tarn_writes_and_stay_clustered() {
     table.refresh().await.unwrap();
     assert_same_in_spark(spark, &table, &dir, "clustered").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_checkpoints_tarn_writes_read_in_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    // Spark's V2 table, then Tarn's commits and checkpoint; the commits before Tarn's
+    // checkpoint go, so Spark must read the table from it.
+    let dir = root.path().join("spark-v2");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta TBLPROPERTIES \
+             ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '3')",
+            "INSERT INTO {t} VALUES (1, 'spark')",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    let mut checkpointed = None;
+    while checkpointed.is_none() {
+        let outcome = table.append([id_rows(10..12, "tarn")]).await.unwrap();
+        if let Some(task) = &outcome.commit.checkpoint {
+            checkpointed = Some(task.wait().await.unwrap().version);
+        }
+    }
+    let at = checkpointed.unwrap();
+    assert!(
+        dir.join(format!("_delta_log/{at:020}.checkpoint.parquet"))
+            .exists()
+    );
+    for v in 0..at {
+        std::fs::remove_file(dir.join(format!("_delta_log/{v:020}.json"))).unwrap();
+    }
+    spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (2, 'spark again')"]);
+    table.refresh().await.unwrap();
+    assert_same_in_spark_at(spark, &dir, table.version(), "Spark V2, Tarn checkpoint").await;
+    let reopened = Table::open(dir.to_str().unwrap()).await.unwrap();
+    assert_eq!(
+        tarn_tests::rows::row_count(&reopened.scan().collect().await.unwrap()),
+        tarn_tests::rows::row_count(&table.scan().collect().await.unwrap())
+    );
+}

@@ -67,7 +67,7 @@ fn strings(name: &str) -> Field {
 /// plus the typed ones `layout` asks for at the end of `add`.
 pub(crate) fn checkpoint_schema(layout: &CheckpointLayout) -> SchemaRef {
     let s = |fields: Vec<Field>| DataType::Struct(Fields::from(fields));
-    Arc::new(Schema::new(vec![
+    let mut fields = vec![
         Field::new(
             "txn",
             s(vec![
@@ -153,7 +153,18 @@ pub(crate) fn checkpoint_schema(layout: &CheckpointLayout) -> SchemaRef {
             ]),
             true,
         ),
-    ]))
+    ];
+    if layout.v2 {
+        fields.push(Field::new(
+            "checkpointMetadata",
+            s(vec![
+                Field::new("version", DataType::Int64, true),
+                string_map("tags"),
+            ]),
+            true,
+        ));
+    }
+    Arc::new(Schema::new(fields))
 }
 
 /// Encodes actions as a checkpoint Parquet file with the columns `layout` asks for.
@@ -164,7 +175,7 @@ pub(crate) fn checkpoint_schema(layout: &CheckpointLayout) -> SchemaRef {
 pub(crate) fn encode_checkpoint(actions: &[Action], layout: &CheckpointLayout) -> Result<Bytes> {
     match encode_with(actions, layout) {
         Err(Error::Arrow { .. }) if layout.stats_parsed.is_some() => {
-            encode_with(actions, &CheckpointLayout::classic())
+            encode_with(actions, &CheckpointLayout::classic().with_v2(layout.v2))
         }
         other => other,
     }
@@ -288,14 +299,21 @@ pub struct CheckpointWritten {
 
 /// Writes `<version>.checkpoint.parquet` and then `_last_checkpoint`. The checkpoint is
 /// written whole before the hint names it, so a reader never follows the hint to a
-/// partial file. Encoding runs off the async threads.
+/// partial file. Encoding runs off the async threads. A V2 layout writes the V2 spec
+/// under the classic name: a `checkpointMetadata` row first, every action inline.
 pub(crate) async fn write_checkpoint(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
-    actions: Vec<Action>,
+    mut actions: Vec<Action>,
     layout: CheckpointLayout,
 ) -> Result<CheckpointWritten> {
+    if layout.v2 {
+        actions.insert(
+            0,
+            Action::CheckpointMetadata(crate::protocol::CheckpointMetadata { version }),
+        );
+    }
     let adds = actions
         .iter()
         .filter(|a| matches!(a, Action::Add(_)))

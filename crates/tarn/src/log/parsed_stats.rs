@@ -23,6 +23,9 @@ pub(crate) struct CheckpointLayout {
     /// The partition columns (physical name, type) of `add.partitionValues_parsed`; empty
     /// when it is not written.
     pub(crate) partitions: Vec<(String, PrimitiveType)>,
+    /// Whether the checkpoint follows the V2 spec: a `checkpointMetadata` row, for tables
+    /// with the `v2Checkpoint` feature.
+    pub(crate) v2: bool,
 }
 
 impl CheckpointLayout {
@@ -32,7 +35,13 @@ impl CheckpointLayout {
             stats_as_json: true,
             stats_parsed: None,
             partitions: Vec::new(),
+            v2: false,
         }
+    }
+
+    /// The layout, following the V2 spec when `v2`.
+    pub(crate) fn with_v2(self, v2: bool) -> Self {
+        Self { v2, ..self }
     }
 
     /// The layout of a table's checkpoints: typed statistics of the columns that get
@@ -75,6 +84,7 @@ impl CheckpointLayout {
                 .iter()
                 .map(|(_, physical, ty)| (physical.clone(), *ty))
                 .collect(),
+            v2: false,
         }
     }
 

@@ -47,7 +47,8 @@ impl Protocol {
     /// The protocol Tarn gives new tables: (1, 2), or (3, 7) with the features `schema` and
     /// `properties` need (`timestampNtz` for `timestamp_ntz` columns, `deletionVectors`
     /// when `delta.enableDeletionVectors` is true, `columnMapping` when
-    /// `delta.columnMapping.mode` is `name` or `id`), or (1, 7) when the only ones are
+    /// `delta.columnMapping.mode` is `name` or `id`, `v2Checkpoint` when
+    /// `delta.checkpointPolicy` is `v2`), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
     /// true, `identityColumns` for identity columns, `generatedColumns` for generated
     /// ones, `checkConstraints` for
@@ -64,6 +65,10 @@ impl Protocol {
             writer.push("deletionVectors".to_string());
         }
         let properties = TableProperties::new(metadata);
+        if metadata.property("delta.checkpointPolicy") == Some("v2") {
+            reader.push("v2Checkpoint".to_string());
+            writer.push("v2Checkpoint".to_string());
+        }
         if properties.column_mapping_mode() != ColumnMappingMode::None {
             reader.push("columnMapping".to_string());
             writer.push("columnMapping".to_string());

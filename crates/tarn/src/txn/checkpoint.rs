@@ -65,8 +65,7 @@ pub(crate) fn maybe_checkpoint(
     let version = snapshot.version();
     let since = version - snapshot.known_checkpoint().unwrap_or(0);
     let due = version % interval == 0 || since >= interval + (interval + 1) / 2;
-    // V2 checkpoints are read but not written yet; such tables stay readable from commits.
-    if version == 0 || !due || snapshot.protocol().has_writer_feature("v2Checkpoint") {
+    if version == 0 || !due {
         return None;
     }
     let snapshot = snapshot.clone();
@@ -116,4 +115,5 @@ fn layout_of(snapshot: &Snapshot) -> CheckpointLayout {
         properties.checkpoint_stats_as_json(),
         properties.checkpoint_stats_as_struct(),
     )
+    .with_v2(snapshot.protocol().has_writer_feature("v2Checkpoint"))
 }
