@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, TimestampMicrosecondType};
 use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::{SchemaMode, Table};
@@ -893,4 +893,132 @@ async fn v2_checkpoints_tarn_writes_read_in_spark() {
         tarn_tests::rows::row_count(&reopened.scan().collect().await.unwrap()),
         tarn_tests::rows::row_count(&table.scan().collect().await.unwrap())
     );
+}
+
+/// `(id, v, _change_type, _commit_version, _commit_timestamp ms)` of change rows.
+type Change = (Option<i64>, Option<String>, String, i64, i64);
+
+fn tarn_changes(batches: &[RecordBatch]) -> Vec<Change> {
+    let mut out = Vec::new();
+    for b in batches {
+        let ids = b
+            .column_by_name("id")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let vs = b.column_by_name("v").unwrap().as_string::<i32>();
+        let kinds = b
+            .column_by_name(tarn::CHANGE_TYPE)
+            .unwrap()
+            .as_string::<i32>();
+        let versions = b
+            .column_by_name(tarn::COMMIT_VERSION)
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let stamps = b
+            .column_by_name(tarn::COMMIT_TIMESTAMP)
+            .unwrap()
+            .as_primitive::<TimestampMicrosecondType>();
+        for i in 0..b.num_rows() {
+            out.push((
+                ids.is_valid(i).then(|| ids.value(i)),
+                vs.is_valid(i).then(|| vs.value(i).to_string()),
+                kinds.value(i).to_string(),
+                versions.value(i),
+                stamps.value(i) / 1000,
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn spark_changes(rows: &[serde_json::Value]) -> Vec<Change> {
+    let mut out: Vec<Change> = rows
+        .iter()
+        .map(|r| {
+            let stamp = chrono::NaiveDateTime::parse_from_str(
+                r["_commit_timestamp"].as_str().unwrap(),
+                "%Y-%m-%dT%H:%M:%S%.f",
+            )
+            .unwrap()
+            .and_utc()
+            .timestamp_millis();
+            (
+                r["id"].as_i64(),
+                r["v"].as_str().map(str::to_string),
+                r["_change_type"].as_str().unwrap().to_string(),
+                r["_commit_version"].as_i64().unwrap(),
+                stamp,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_feeds_read_as_spark_reads_them() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    for (name, dvs) in [("feed", "false"), ("feed-dv", "true")] {
+        let dir = root.path().join(name);
+        spark_sql(
+            spark,
+            &dir,
+            &[
+                &format!(
+                    "CREATE TABLE {{t}} (id BIGINT, v STRING) USING delta TBLPROPERTIES \
+                     ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = '{dvs}')"
+                ),
+                "INSERT INTO {t} SELECT id, CONCAT('s', CAST(id AS STRING)) FROM range(20)",
+                "UPDATE {t} SET v = 'updated' WHERE id % 4 = 0",
+                "DELETE FROM {t} WHERE id % 5 = 0",
+            ],
+        );
+        // Tarn's appends are the feed's inserts.
+        let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+        table.append([id_rows(100..103, "tarn")]).await.unwrap();
+        spark_sql(
+            spark,
+            &dir,
+            &[
+                "MERGE INTO {t} AS t USING (SELECT id, 'merged' AS v FROM range(15, 25)) AS s \
+                 ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+            ],
+        );
+        table.refresh().await.unwrap();
+        let path = dir.to_str().unwrap().replace('\'', "\\'");
+        for from in [0, 2] {
+            let theirs = spark.sql(&format!(
+                "SELECT * FROM table_changes_by_path('{path}', {from})"
+            ));
+            let ours = table.changes(from, None).await.unwrap();
+            let (ours, theirs) = (tarn_changes(&ours), spark_changes(&theirs));
+            assert!(
+                ours.iter().any(|c| c.2 == "update_preimage"),
+                "{name}: {ours:?}"
+            );
+            assert_eq!(ours, theirs, "{name}: changes from version {from}");
+        }
+        // Versions before the feed was on have none.
+        let dir = root.path().join(format!("{name}-late"));
+        spark_sql(
+            spark,
+            &dir,
+            &[
+                "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
+                "INSERT INTO {t} VALUES (1, 'a')",
+                "ALTER TABLE {t} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')",
+                "INSERT INTO {t} VALUES (2, 'b')",
+            ],
+        );
+        let late = Table::open(dir.to_str().unwrap()).await.unwrap();
+        let err = late.changes(0, None).await.unwrap_err();
+        assert!(
+            matches!(err, tarn::Error::ChangeDataFeedNotEnabled { version: 0 }),
+            "{err}"
+        );
+        let from_on = tarn_changes(&late.changes(2, None).await.unwrap());
+        assert_eq!(from_on.len(), 1, "{from_on:?}");
+    }
 }

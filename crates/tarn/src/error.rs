@@ -205,6 +205,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A change feed was asked of a version committed while the table did not record one.
+    #[error(
+        "version {version} was committed without delta.enableChangeDataFeed: it has no change feed"
+    )]
+    ChangeDataFeedNotEnabled {
+        /// The version.
+        version: i64,
+    },
+
     /// SQL expression text (a CHECK constraint, a column invariant) Tarn cannot parse.
     #[error("cannot read the SQL expression {expression:?}: {reason}")]
     InvalidExpression {

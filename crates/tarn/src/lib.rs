@@ -53,6 +53,7 @@ pub mod properties;
 pub mod protocol;
 
 mod cache;
+mod changes;
 mod conform;
 mod create;
 mod error;
@@ -69,6 +70,7 @@ mod txn;
 mod vacuum;
 mod write;
 
+pub use changes::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
 pub use dml::{ChangeStrategy, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};

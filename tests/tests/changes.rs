@@ -1,0 +1,98 @@
+//! Reading the change data feed of tables whose commits carry no change files (Tarn's
+//! appends and partition deletes): added files are inserts, removed ones deletes, each
+//! stamped with its version and commit time (the in-commit timestamp when there is one).
+//! Change files and deletion-vector commits are checked against Spark's
+//! `table_changes` in `spark_features.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
+use tarn::expr::{col, lit};
+use tarn::{Error, ManualClock, Table};
+use tarn_tests::fixtures::{only_country, sales_batch, sales_schema};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_partition_deletes_read_as_inserts_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_900_000_000_000));
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .with_property("delta.enableChangeDataFeed", "true")
+        .with_property("delta.enableInCommitTimestamps", "true")
+        .with_clock(clock.clone())
+        .execute()
+        .await
+        .unwrap();
+    clock.advance(1000);
+    table.append([sales_batch(0, 20)]).await.unwrap();
+    clock.advance(1000);
+    table
+        .delete_partitions(col("country").eq(lit("NL")))
+        .await
+        .unwrap();
+    let changes = table.changes(1, None).await.unwrap();
+    let mut seen = Vec::new();
+    for b in &changes {
+        let kinds = b
+            .column_by_name(tarn::CHANGE_TYPE)
+            .unwrap()
+            .as_string::<i32>();
+        let versions = b
+            .column_by_name(tarn::COMMIT_VERSION)
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        let stamps = b
+            .column_by_name(tarn::COMMIT_TIMESTAMP)
+            .unwrap()
+            .as_primitive::<TimestampMicrosecondType>();
+        for i in 0..b.num_rows() {
+            seen.push((
+                kinds.value(i).to_string(),
+                versions.value(i),
+                stamps.value(i),
+            ));
+        }
+    }
+    let inserts = seen.iter().filter(|s| s.0 == "insert").count();
+    let deletes: Vec<_> = seen.iter().filter(|s| s.0 == "delete").collect();
+    assert_eq!(inserts, 20);
+    assert_eq!(
+        deletes.len(),
+        only_country(&sales_batch(0, 20), "NL").num_rows()
+    );
+    assert!(
+        deletes
+            .iter()
+            .all(|d| d.1 == 2 && d.2 == 1_900_000_002_000_000)
+    );
+    assert!(
+        seen.iter()
+            .filter(|s| s.0 == "insert")
+            .all(|s| s.1 == 1 && s.2 == 1_900_000_001_000_000)
+    );
+
+    let err = table.changes(2, Some(5)).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    // Version 0 committed the property: it has a feed, with nothing in it.
+    assert!(table.changes(0, Some(0)).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_without_a_feed_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 5)]).await.unwrap();
+    let err = table.changes(1, None).await.unwrap_err();
+    assert!(
+        matches!(err, Error::ChangeDataFeedNotEnabled { version: 1 }),
+        "{err}"
+    );
+}
