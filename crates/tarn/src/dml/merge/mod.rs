@@ -30,7 +30,7 @@ use crate::expr::Expr;
 use crate::scan::FileRows;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
-use crate::write::identity_columns;
+use crate::write::{fill_identity, identity_columns};
 use plan::{MergePlan, null_rows, selected, take_rows};
 
 /// One clause of a MERGE, in the order given.
@@ -190,8 +190,9 @@ impl MergeBuilder<'_> {
     /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
     /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
     /// [`Error::MergeDuplicateMatch`] for ambiguous matches,
-    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed or when it
-    /// inserts into a table with identity columns, and as
+    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed,
+    /// [`Error::SchemaMismatch`] when it inserts values for a `GENERATED ALWAYS` identity
+    /// column (those it leaves out are drawn as appends draw them), and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let MergeBuilder {
@@ -215,18 +216,20 @@ impl MergeBuilder<'_> {
         }) {
             refuse_if_append_only(&snapshot, "merge")?;
         }
-        // Inserted rows would need identity values drawn inside the merge.
-        let inserts = clauses.iter().any(|c| {
-            matches!(
-                c,
-                Clause::NotMatchedInsert(..) | Clause::NotMatchedInsertAll(..)
-            )
-        });
-        if inserts && !identity_columns(snapshot.schema())?.is_empty() {
-            return Err(Error::UnsupportedWriterFeature {
-                feature: "identityColumns".into(),
-            });
-        }
+        // Identity columns the inserts bring values for, and those they leave to Tarn.
+        let brought: Vec<String> = identity_columns(snapshot.schema())?
+            .into_iter()
+            .filter(|(name, _)| {
+                clauses.iter().any(|c| match c {
+                    Clause::NotMatchedInsert(_, sets) => sets.iter().any(|(n, _)| n == name),
+                    Clause::NotMatchedInsertAll(_) => {
+                        source.iter().any(|b| b.schema().index_of(name).is_ok())
+                    }
+                    _ => false,
+                })
+            })
+            .map(|(name, _)| name)
+            .collect();
         if keys.is_empty() || clauses.is_empty() {
             return Err(Error::InvalidArgument {
                 name: "merge",
@@ -270,6 +273,7 @@ impl MergeBuilder<'_> {
                 count_matches(&plan, &mut source_matches, &r.matched_sources)?;
             }
             let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
+            let inserts = draw_identity(&mut txn, &snapshot, inserts, &brought)?;
             let inserted = write_rows(&snapshot, inserts, now).await?;
             commit_rewrites(&mut txn, &snapshot, rewrites, inserted, now, &mut metrics).await?;
             return finish(table, txn, started, metrics).await;
@@ -355,15 +359,59 @@ impl MergeBuilder<'_> {
             new_rows.extend(change.replacement);
             changes.push(FileChange { add, rows, deleted });
         }
-        new_rows.extend(insert_rows(
-            &plan,
-            &snapshot,
-            &source_matches,
-            &mut metrics,
-        )?);
+        let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
+        new_rows.extend(draw_identity(&mut txn, &snapshot, inserts, &brought)?);
         apply_changes(&mut txn, &snapshot, changes, new_rows, now, &mut metrics).await?;
         finish(table, txn, started, metrics).await
     }
+}
+
+/// Inserted rows with values for the identity columns the merge does not bring (the
+/// commit moves their high-water marks); `brought` ones must allow explicit values.
+///
+/// Fails with [`Error::SchemaMismatch`] when the merge brings values for a `GENERATED
+/// ALWAYS` identity column.
+fn draw_identity(
+    txn: &mut crate::txn::Transaction,
+    snapshot: &Snapshot,
+    inserts: Vec<RecordBatch>,
+    brought: &[String],
+) -> Result<Vec<RecordBatch>> {
+    let schema = snapshot.schema();
+    let mut drawn = Vec::new();
+    for (name, identity) in identity_columns(schema)? {
+        if brought.contains(&name) {
+            if !identity.allows_explicit_insert() {
+                return Err(Error::SchemaMismatch {
+                    reason: format!(
+                        "column {name:?} is GENERATED ALWAYS AS IDENTITY: the merge may not \
+                         insert values for it"
+                    ),
+                });
+            }
+        } else {
+            drawn.push(name);
+        }
+    }
+    if drawn.is_empty() || inserts.is_empty() {
+        return Ok(inserts);
+    }
+    let without: Vec<RecordBatch> = inserts
+        .iter()
+        .map(|b| {
+            let keep: Vec<usize> = (0..b.num_columns())
+                .filter(|i| !drawn.contains(b.schema().field(*i).name()))
+                .collect();
+            b.project(&keep).map_err(Error::arrow("merge"))
+        })
+        .collect::<Result<_>>()?;
+    let (filled, marked) = fill_identity(schema, &without)?;
+    if let Some(schema) = marked {
+        let mut metadata = snapshot.metadata().clone();
+        metadata.schema_string = schema.to_json();
+        txn.set_metadata(metadata);
+    }
+    Ok(filled)
 }
 
 /// Counts the source rows a target chunk matched; a source row matching a second

@@ -191,9 +191,13 @@ impl MergePlan {
                     let missing: Vec<&str> = target
                         .fields
                         .iter()
-                        // Generated columns are computed when the rows are written.
+                        // Generated and identity columns get their values when the rows
+                        // are written.
                         .filter(|f| !f.nullable && source_delta.field(&f.name).is_none())
-                        .filter(|f| !f.metadata.contains_key("delta.generationExpression"))
+                        .filter(|f| {
+                            !f.metadata.contains_key("delta.generationExpression")
+                                && !f.metadata.contains_key("delta.identity.start")
+                        })
                         .map(|f| f.name.as_str())
                         .collect();
                     if !missing.is_empty() {
