@@ -1,15 +1,16 @@
 //! In-commit timestamps (`delta.enableInCommitTimestamps`): tables created with them get
 //! the `inCommitTimestamp` writer feature, and every commit Tarn writes to them carries
 //! `commitInfo.inCommitTimestamp` first in the file, strictly above the previous commit's
-//! whatever the writer's clock says, also when its snapshot came from a checkpoint. Time
-//! travel by timestamp follows them. Spark's side is in `spark_features.rs`.
+//! whatever the writer's clock says, also when its snapshot came from a checkpoint; a
+//! table that turns them on later records that commit's version and stamp. Time travel
+//! by timestamp follows them. Spark's side is in `spark_features.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 
 use tarn::expr::{col, lit};
-use tarn::{Error, ManualClock, Snapshot, Table};
+use tarn::{ManualClock, Snapshot, Table};
 use tarn_tests::fixtures::{sales_batch, sales_schema};
 use tarn_tests::log::in_commit_timestamps;
 
@@ -96,24 +97,44 @@ async fn commits_carry_rising_in_commit_timestamps_whatever_the_clock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_commit_timestamps_are_turned_on_only_at_creation() {
+async fn turning_them_on_records_the_version_and_stamp_of_that_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
+    let url = dir.path().to_str().unwrap();
+    let mut table = Table::create(url)
         .with_arrow_schema(&sales_schema())
         .execute()
         .await
         .unwrap();
     table.append([sales_batch(0, 10)]).await.unwrap();
-    let err = table
+    // Another writer commits first: the enabling commit lands a version later than its
+    // writer read, and must record that version.
+    let mut other = Table::open(url).await.unwrap();
+    other.append([sales_batch(10, 20)]).await.unwrap();
+    let _ = table
         .set_properties([("delta.enableInCommitTimestamps", "true")])
         .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, Error::InvalidArgument { reason, .. } if reason.contains("in-commit")),
-        "{err}"
+        .unwrap();
+    assert_eq!(table.version(), 3);
+    let properties = table.snapshot().metadata().configuration.clone();
+    let stamp = in_commit_timestamps(dir.path(), 3, 3).await[0];
+    assert_eq!(
+        properties["delta.inCommitTimestampEnablementVersion"].as_deref(),
+        Some("3")
     );
-    assert_eq!(table.version(), 1);
-    // Without them, commits carry none.
+    assert_eq!(
+        properties["delta.inCommitTimestampEnablementTimestamp"].as_deref(),
+        Some(stamp.to_string().as_str())
+    );
+    assert!(
+        table
+            .snapshot()
+            .protocol()
+            .has_writer_feature("inCommitTimestamp")
+    );
+    table.append([sales_batch(20, 30)]).await.unwrap();
+    let stamps = in_commit_timestamps(dir.path(), 3, 4).await;
+    assert!(stamps[1] > stamps[0]);
+    // Commits before the enablement have none.
     let text =
         std::fs::read_to_string(dir.path().join(format!("_delta_log/{:020}.json", 1))).unwrap();
     assert!(!text.contains("inCommitTimestamp"));

@@ -1030,3 +1030,55 @@ async fn change_feeds_read_as_spark_reads_them() {
         assert_eq!(from_on.len(), 1, "{from_on:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_commit_timestamps_tarn_turns_on_read_in_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("ict-later");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
+            "INSERT INTO {t} VALUES (1, 'spark')",
+        ],
+    );
+    let clock = Arc::new(tarn::ManualClock::new(1_900_000_000_000));
+    let mut table = Table::open(dir.to_str().unwrap())
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    table.append([id_rows(10..12, "tarn")]).await.unwrap();
+    let _ = table
+        .set_properties([("delta.enableInCommitTimestamps", "true")])
+        .await
+        .unwrap();
+    let enabled_at = table.version();
+    clock.advance(3_600_000);
+    table.append([id_rows(20..22, "tarn")]).await.unwrap();
+    spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (2, 'spark again')"]);
+    table.refresh().await.unwrap();
+    assert_same_in_spark(spark, &table, &dir, "in-commit timestamps turned on").await;
+    // Spark travels by the stamps from the enabling version on.
+    let stamps = in_commit_timestamps(&dir, enabled_at, table.version()).await;
+    for (offset, stamp) in stamps.iter().enumerate() {
+        let version = enabled_at + offset as i64;
+        let at = chrono::DateTime::from_timestamp_millis(*stamp)
+            .unwrap()
+            .format("%Y-%m-%d %H:%M:%S%.3f")
+            .to_string();
+        let theirs = spark.read_at_timestamp(&dir, &at);
+        let ours = snapshot_at(&dir, version)
+            .await
+            .scan()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            canonical_rows(&align(&theirs, table.snapshot().arrow_schema())),
+            canonical_rows(&ours),
+            "Spark at {at}, version {version}"
+        );
+    }
+}

@@ -22,6 +22,8 @@ pub const COLUMN_MAPPING_MODE: &str = "delta.columnMapping.mode";
 pub const ENABLE_IN_COMMIT_TIMESTAMPS: &str = "delta.enableInCommitTimestamps";
 /// `delta.inCommitTimestampEnablementVersion`
 pub const ICT_ENABLEMENT_VERSION: &str = "delta.inCommitTimestampEnablementVersion";
+/// `delta.inCommitTimestampEnablementTimestamp`
+pub const ICT_ENABLEMENT_TIMESTAMP: &str = "delta.inCommitTimestampEnablementTimestamp";
 /// `delta.appendOnly`
 pub const APPEND_ONLY: &str = "delta.appendOnly";
 /// `delta.enableChangeDataFeed`

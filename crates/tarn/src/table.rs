@@ -10,7 +10,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::log::checkpoint_write::CheckpointWritten;
 use crate::paths::validate_name;
-use crate::properties::{ColumnMappingMode, TableProperties};
+use crate::properties::ColumnMappingMode;
 use crate::protocol::{Action, Protocol, StructField, StructType, mapping};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
@@ -164,10 +164,12 @@ impl Table {
     /// `delta.columnMapping.mode` may go from `none` to `name`: the columns keep their
     /// names as physical names and get column ids, so existing files read as before.
     ///
+    /// Turning on in-commit timestamps (`delta.enableInCommitTimestamps`) records the
+    /// commit's version and stamp as the enablement version and timestamp.
+    ///
     /// Fails with [`Error::InvalidArgument`] for empty keys, CHECK constraints
-    /// (`delta.constraints.*`: [`Table::add_constraint`] checks the rows), any other change of the
-    /// column mapping mode and turning on in-commit timestamps (a table gets them when
-    /// created), and as [`Transaction::commit`] does.
+    /// (`delta.constraints.*`: [`Table::add_constraint`] checks the rows) and any other
+    /// change of the column mapping mode, and as [`Transaction::commit`] does.
     pub async fn set_properties(
         &mut self,
         properties: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
@@ -212,21 +214,6 @@ impl Table {
                     ),
                 });
             }
-        }
-        // Turning them on later must record the commit's own version and timestamp in the
-        // metadata it writes, which a rebased commit would get wrong.
-        let in_commit = |m: &crate::protocol::Metadata| {
-            TableProperties::new(m)
-                .in_commit_timestamps_since()
-                .is_some()
-        };
-        if in_commit(&metadata) && !in_commit(self.snapshot.metadata()) {
-            return Err(Error::InvalidArgument {
-                name: "properties",
-                reason: "in-commit timestamps can be enabled only when the table is created \
-                         (Table::create(..).with_property(\"delta.enableInCommitTimestamps\", \"true\"))"
-                    .into(),
-            });
         }
         let mut txn = self
             .transaction()

@@ -7,7 +7,7 @@ use object_store::ObjectStoreExt;
 
 use crate::error::{Error, Result};
 use crate::log::{log_dir, parse_commit};
-use crate::properties::TableProperties;
+use crate::properties::{ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION, TableProperties};
 use crate::protocol::names::commit_file_name;
 use crate::protocol::{Action, Metadata};
 use crate::snapshot::Snapshot;
@@ -58,6 +58,32 @@ pub(crate) async fn floor(base: &Snapshot) -> Result<i64> {
     Ok(recorded
         .unwrap_or(i64::MIN)
         .max(base.latest_commit_timestamp_ms()))
+}
+
+/// When this commit turns in-commit timestamps on for a table that had commits without
+/// them, records in the metadata it writes its own version and timestamp
+/// (`delta.inCommitTimestampEnablementVersion`, `...Timestamp`), as readers need to tell
+/// the commits apart. Called at every attempt: a rebased commit gets its new version.
+pub(crate) fn record_enablement(
+    base: &Snapshot,
+    actions: &mut [Action],
+    version: i64,
+    timestamp: i64,
+) {
+    if enabled(base.metadata()) {
+        return;
+    }
+    for action in actions.iter_mut().rev() {
+        if let Action::Metadata(m) = action {
+            if enabled(m) {
+                m.configuration
+                    .insert(ICT_ENABLEMENT_VERSION.into(), Some(version.to_string()));
+                m.configuration
+                    .insert(ICT_ENABLEMENT_TIMESTAMP.into(), Some(timestamp.to_string()));
+            }
+            return;
+        }
+    }
 }
 
 /// Stamps a `commitInfo` with its in-commit timestamp.

@@ -473,6 +473,9 @@ impl Transaction {
                 ict::stamp(&mut info, timestamp);
             }
             let mut all_actions = actions.clone();
+            if in_commit {
+                ict::record_enablement(&base, &mut all_actions, version, timestamp);
+            }
             all_actions.extend(carried.actions.iter().cloned());
             let body = encode_commit(&info, &all_actions)?;
             // The proposal goes up beside the commit's PUT, off the critical path: should
