@@ -262,22 +262,13 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     let spark = spark();
     let root = tempfile::tempdir().unwrap();
     // (table, what Spark does, the feature Tarn names, whether appends are safe).
-    let cases: [(&str, &[&str], &str, bool); 2] = [
-        (
-            "cdf",
-            &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
-               TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"],
-            "changeDataFeed",
-            true,
-        ),
-        (
-            "row-tracking",
-            &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
+    let cases: [(&str, &[&str], &str, bool); 1] = [(
+        "row-tracking",
+        &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
                TBLPROPERTIES ('delta.enableRowTracking' = 'true')"],
-            "rowTracking",
-            false,
-        ),
-    ];
+        "rowTracking",
+        false,
+    )];
     for (name, statements, feature, appends) in cases {
         let dir = root.path().join(name);
         let mut statements = statements.to_vec();
@@ -906,14 +897,14 @@ async fn v2_checkpoints_tarn_writes_read_in_spark() {
 /// `(id, v, _change_type, _commit_version, _commit_timestamp ms)` of change rows.
 type Change = (Option<i64>, Option<String>, String, i64, i64);
 
-fn tarn_changes(batches: &[RecordBatch]) -> Vec<Change> {
+fn tarn_changes(batches: &[RecordBatch], value: &str) -> Vec<Change> {
     let mut out = Vec::new();
     for b in batches {
         let ids = b
             .column_by_name("id")
             .unwrap()
             .as_primitive::<arrow::datatypes::Int64Type>();
-        let vs = b.column_by_name("v").unwrap().as_string::<i32>();
+        let vs = b.column_by_name(value).unwrap().as_string::<i32>();
         let kinds = b
             .column_by_name(tarn::CHANGE_TYPE)
             .unwrap()
@@ -940,7 +931,7 @@ fn tarn_changes(batches: &[RecordBatch]) -> Vec<Change> {
     out
 }
 
-fn spark_changes(rows: &[serde_json::Value]) -> Vec<Change> {
+fn spark_changes(rows: &[serde_json::Value], value: &str) -> Vec<Change> {
     let mut out: Vec<Change> = rows
         .iter()
         .map(|r| {
@@ -953,7 +944,7 @@ fn spark_changes(rows: &[serde_json::Value]) -> Vec<Change> {
             .timestamp_millis();
             (
                 r["id"].as_i64(),
-                r["v"].as_str().map(str::to_string),
+                r[value].as_str().map(str::to_string),
                 r["_change_type"].as_str().unwrap().to_string(),
                 r["_commit_version"].as_i64().unwrap(),
                 stamp,
@@ -1001,7 +992,7 @@ async fn change_feeds_read_as_spark_reads_them() {
                 "SELECT * FROM table_changes_by_path('{path}', {from})"
             ));
             let ours = table.changes(from, None).await.unwrap();
-            let (ours, theirs) = (tarn_changes(&ours), spark_changes(&theirs));
+            let (ours, theirs) = (tarn_changes(&ours, "v"), spark_changes(&theirs, "v"));
             assert!(
                 ours.iter().any(|c| c.2 == "update_preimage"),
                 "{name}: {ours:?}"
@@ -1026,7 +1017,7 @@ async fn change_feeds_read_as_spark_reads_them() {
             matches!(err, tarn::Error::ChangeDataFeedNotEnabled { version: 0 }),
             "{err}"
         );
-        let from_on = tarn_changes(&late.changes(2, None).await.unwrap());
+        let from_on = tarn_changes(&late.changes(2, None).await.unwrap(), "v");
         assert_eq!(from_on.len(), 1, "{from_on:?}");
     }
 }
@@ -1080,5 +1071,96 @@ async fn in_commit_timestamps_tarn_turns_on_read_in_spark() {
             canonical_rows(&ours),
             "Spark at {at}, version {version}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_feeds_tarn_writes_read_the_same_in_spark() {
+    let spark = spark();
+    let root = tempfile::tempdir().unwrap();
+    for (name, partitioned) in [("tarn-feed", false), ("tarn-feed-partitioned", true)] {
+        let dir = root.path().join(name);
+        let value = if partitioned { "name" } else { "v" };
+        let rows = |ids: std::ops::Range<i64>, prefix: &str| match partitioned {
+            true => named_rows(ids, prefix),
+            false => id_rows(ids, prefix),
+        };
+        let mut create = Table::create(dir.to_str().unwrap())
+            .with_arrow_schema(&rows(0..1, "").schema())
+            .with_property("delta.enableChangeDataFeed", "true")
+            .with_property("delta.enableDeletionVectors", "true");
+        if partitioned {
+            create = create.with_partition_columns(["p"]);
+        }
+        let mut table = create.execute().await.unwrap();
+        table.append([rows(0..20, "t")]).await.unwrap();
+        table
+            .delete(col("id").lt(lit(3i64)))
+            .strategy(ChangeStrategy::CopyOnWrite)
+            .execute()
+            .await
+            .unwrap();
+        table
+            .update()
+            .filter(col("id").gt_eq(lit(5i64)).and(col("id").lt(lit(8i64))))
+            .set(value, lit("updated"))
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .unwrap();
+        table
+            .merge([rows(15..25, "m")])
+            .on(["id"])
+            .when_matched_update(None, [(value, source_col(value))])
+            .when_not_matched_insert_all(None)
+            .strategy(ChangeStrategy::CopyOnWrite)
+            .execute()
+            .await
+            .unwrap();
+        table
+            .delete(col("id").eq(lit(10i64)))
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .unwrap();
+        table
+            .merge([rows(3..5, "x"), rows(30..31, "x")])
+            .on(["id"])
+            .when_matched_delete(None)
+            .when_not_matched_insert_all(None)
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .unwrap();
+        let ours = tarn_changes(&table.changes(0, None).await.unwrap(), value);
+        // Each commit's changes, by kind.
+        let mut counts = std::collections::BTreeMap::new();
+        for change in &ours {
+            *counts.entry((change.3, change.2.clone())).or_insert(0) += 1;
+        }
+        let expected: std::collections::BTreeMap<(i64, String), i32> = [
+            ((1, "insert"), 20),
+            ((2, "delete"), 3),
+            ((3, "update_preimage"), 3),
+            ((3, "update_postimage"), 3),
+            ((4, "update_preimage"), 5),
+            ((4, "update_postimage"), 5),
+            ((4, "insert"), 5),
+            ((5, "delete"), 1),
+            ((6, "delete"), 2),
+            ((6, "insert"), 1),
+        ]
+        .into_iter()
+        .map(|((v, k), n)| ((v, k.to_string()), n))
+        .collect();
+        assert_eq!(counts, expected, "{name}");
+        let path = dir.to_str().unwrap().replace('\'', "\\'");
+        let theirs = spark.sql(&format!("SELECT * FROM table_changes_by_path('{path}', 0)"));
+        assert_eq!(
+            ours,
+            spark_changes(&theirs, value),
+            "{name}: Spark's table_changes"
+        );
+        assert_same_in_spark(spark, &table, &dir, name).await;
     }
 }

@@ -247,6 +247,7 @@ impl OptimizeBuilder<'_> {
                     modification_time: now,
                     capture: capture.clone(),
                     file_per_batch: false,
+                    change_data: false,
                     // Compaction moves rows that met the constraints when written.
                     checks: Checks::default(),
                 },

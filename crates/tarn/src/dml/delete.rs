@@ -6,9 +6,9 @@ use arrow::array::{BooleanArray, RecordBatch};
 
 use super::rewrite::{ChunkChange, Decide};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, exact_deletions, finish,
-    now, positions_of, read_planned, refuse_if_append_only, resolve_strategy, rewrite_in_place,
-    start, true_mask,
+    ChangeKind, ChangeStrategy, DmlMetrics, DmlOutcome, Feed, FileChange, apply_changes,
+    exact_deletions, finish, now, positions_of, read_planned, records_feed, refuse_if_append_only,
+    resolve_strategy, rewrite_in_place, start, true_mask,
 };
 #[cfg(doc)]
 use crate::error::Error;
@@ -46,12 +46,13 @@ impl DeleteBuilder<'_> {
 
     /// Deletes the rows and commits. Only files whose partition values and statistics may
     /// hold matching rows are read; a predicate on partition columns alone removes whole
-    /// files without reading them.
+    /// files without reading them. On a table with a change data feed the deleted rows
+    /// go to change files too (a whole-file delete needs none: readers take its removed
+    /// files' rows).
     ///
     /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for a predicate that
     /// does not fit the schema, [`Error::InvalidArgument`] for merge-on-read on a table
-    /// without deletion vectors or a delete on an append-only table,
-    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
+    /// without deletion vectors or a delete on an append-only table, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let DeleteBuilder {
@@ -89,12 +90,20 @@ impl DeleteBuilder<'_> {
             return finish(table, txn, started, metrics).await;
         }
 
+        let cdf = records_feed(&snapshot);
         if strategy == ChangeStrategy::CopyOnWrite {
             let decide: Arc<Decide> = Arc::new(move |chunk: &RecordBatch| {
                 let mask = true_mask(evaluate_predicate(&bound, chunk)?);
+                let mut feed = Feed::new();
+                if cdf {
+                    let gone = arrow::compute::filter_record_batch(chunk, &mask)
+                        .map_err(crate::error::Error::arrow("deleting rows"))?;
+                    feed.push((gone, ChangeKind::Delete));
+                }
                 Ok(ChunkChange {
                     rows_deleted: mask.true_count() as u64,
                     deleted: Some(mask),
+                    feed,
                     ..Default::default()
                 })
             });
@@ -104,19 +113,44 @@ impl DeleteBuilder<'_> {
         if let Some(changes) = exact_deletions(&snapshot, &plan).await? {
             // The indices found exactly the rows: no data file is read.
             metrics.rows_deleted = changes.iter().map(|c| c.deleted.len()).sum();
-            apply_changes(&mut txn, &snapshot, changes, Vec::new(), now, &mut metrics).await?;
+            let no_feed = Feed::new();
+            apply_changes(
+                &mut txn,
+                &snapshot,
+                changes,
+                Vec::new(),
+                no_feed,
+                now,
+                &mut metrics,
+            )
+            .await?;
             return finish(table, txn, started, metrics).await;
         }
         let files = read_planned(&snapshot, &plan).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
+        let mut feed = Feed::new();
         for (add, rows) in files {
             let mask: BooleanArray = true_mask(evaluate_predicate(&bound, &rows.batch)?);
             let deleted = positions_of(&rows, &mask);
             metrics.rows_deleted += deleted.len();
+            if cdf && !deleted.is_empty() {
+                let gone = arrow::compute::filter_record_batch(&rows.batch, &mask)
+                    .map_err(crate::error::Error::arrow("deleting rows"))?;
+                feed.push((gone, ChangeKind::Delete));
+            }
             changes.push(FileChange { add, rows, deleted });
         }
-        apply_changes(&mut txn, &snapshot, changes, Vec::new(), now, &mut metrics).await?;
+        apply_changes(
+            &mut txn,
+            &snapshot,
+            changes,
+            Vec::new(),
+            feed,
+            now,
+            &mut metrics,
+        )
+        .await?;
         finish(table, txn, started, metrics).await
     }
 }

@@ -13,6 +13,7 @@
 //!   them.
 
 mod delete;
+mod feed;
 mod merge;
 mod rewrite;
 mod update;
@@ -42,6 +43,7 @@ use crate::write::{
     Checks, FileWriteOptions, SchemaMode, StatsColumns, WrittenFiles, prepare_batches,
     without_generated, write_files,
 };
+pub(crate) use feed::{ChangeKind, Feed, records_feed};
 
 /// Candidate files read at once.
 const READ_CONCURRENCY: usize = 8;
@@ -90,20 +92,12 @@ pub(crate) struct FileChange {
 /// The strategy of one operation: the table's, or the one asked for. Merge-on-read
 /// needs deletion vectors enabled on the table.
 ///
-/// Fails as [`ensure_writable`] does before anything is read or written, and with
-/// [`Error::UnsupportedWriterFeature`] on a table that records a change data feed: Tarn
-/// does not write its `_change_data` files yet, and without them readers of the feed
-/// would take a rewritten file's every row for deleted and inserted.
+/// Fails as [`ensure_writable`] does before anything is read or written.
 pub(crate) fn resolve_strategy(
     snapshot: &Snapshot,
     asked: Option<ChangeStrategy>,
 ) -> Result<ChangeStrategy> {
     ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
-    if snapshot.properties().change_data_feed() {
-        return Err(Error::UnsupportedWriterFeature {
-            feature: "changeDataFeed".into(),
-        });
-    }
     let strategy = asked.unwrap_or_else(|| snapshot.properties().change_strategy());
     if strategy == ChangeStrategy::MergeOnRead
         && !snapshot.protocol().has_writer_feature("deletionVectors")
@@ -231,6 +225,7 @@ pub(crate) async fn rewrite_in_place(
         snapshot,
         rewrites,
         WrittenFiles::default(),
+        Feed::new(),
         now_ms,
         metrics,
     )
@@ -245,7 +240,8 @@ pub(crate) async fn exact_deletions(
     snapshot: &Snapshot,
     plan: &ScanPlan,
 ) -> Result<Option<Vec<FileChange>>> {
-    if !plan.exact {
+    // A change data feed needs the deleted rows themselves.
+    if !plan.exact || feed::records_feed(snapshot) {
         return Ok(None);
     }
     let mut changes = Vec::with_capacity(plan.files.len());
@@ -310,6 +306,7 @@ pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWrit
         modification_time: now_ms,
         capture: InlineSegments::of(snapshot)?.columns(),
         file_per_batch: false,
+        change_data: false,
         checks: Checks::of(snapshot.metadata(), snapshot.schema())?,
     })
 }
@@ -342,13 +339,15 @@ pub(crate) async fn write_rows(
 }
 
 /// Writes merge-on-read changes into `txn`: each touched file gets a new deletion vector
-/// (its earlier one included; a file whose every row goes is removed instead), and
-/// `new_rows` (updated and inserted rows, in the table's schema) are written as new files.
+/// (its earlier one included; a file whose every row goes is removed instead),
+/// `new_rows` (updated and inserted rows, in the table's schema) are written as new files,
+/// and `feed` as change files when the table records a change data feed.
 pub(crate) async fn apply_changes(
     txn: &mut Transaction,
     snapshot: &Snapshot,
     changes: Vec<FileChange>,
     new_rows: Vec<RecordBatch>,
+    feed: Feed,
     now_ms: i64,
     metrics: &mut DmlMetrics,
 ) -> Result<()> {
@@ -374,7 +373,7 @@ pub(crate) async fn apply_changes(
     }
     metrics.bytes_written += dv_file.upload(location).await?;
     let written = write_rows(snapshot, new_rows, now_ms).await?;
-    rewrite::commit_rewrites(txn, snapshot, Vec::new(), written, now_ms, metrics).await
+    rewrite::commit_rewrites(txn, snapshot, Vec::new(), written, feed, now_ms, metrics).await
 }
 
 /// Starts the clock and the transaction of an operation.

@@ -13,6 +13,7 @@ use arrow::compute::{filter_record_batch, not};
 use futures::{StreamExt, TryStreamExt};
 
 use super::DmlMetrics;
+use super::feed::{Feed, write_feed};
 use crate::error::{Error, Result};
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -37,6 +38,8 @@ pub(crate) struct ChunkChange {
     pub(crate) rows_deleted: u64,
     /// Rows updated.
     pub(crate) rows_updated: u64,
+    /// The change data feed of the chunk, when the table records one.
+    pub(crate) feed: Feed,
 }
 
 /// How a chunk of rows changes: given the chunk (all columns, live rows only).
@@ -51,6 +54,8 @@ pub(crate) struct FileRewrite {
     pub(crate) matched_sources: Vec<u32>,
     pub(crate) rows_deleted: u64,
     pub(crate) rows_updated: u64,
+    /// The change data feed of the file's changes.
+    pub(crate) feed: Feed,
 }
 
 /// Rewrites `files` of `snapshot` by `decide`, several at once, and returns what each
@@ -91,6 +96,7 @@ async fn rewrite_file(
         matched_sources: Vec::new(),
         rows_deleted: 0,
         rows_updated: 0,
+        feed: Feed::new(),
     };
     // Rows kept before the first change: unwritten until the file turns out to change.
     let mut pending: Vec<RecordBatch> = Vec::new();
@@ -100,6 +106,7 @@ async fn rewrite_file(
         out.rows_deleted += change.rows_deleted;
         out.rows_updated += change.rows_updated;
         out.matched_sources.extend(change.matched_sources);
+        out.feed.extend(change.feed);
         let kept = match &change.deleted {
             Some(mask) if mask.true_count() > 0 => {
                 if writer.is_none() {
@@ -145,18 +152,25 @@ async fn rewrite_file(
 }
 
 /// Puts the rewrites into `txn`: each changed file is removed and its new version added
-/// (with inline index segments for it), and the metrics count them.
+/// (with inline index segments for it), the change data feed (the rewrites' and `feed`)
+/// is written when the table records one, and the metrics count them.
 ///
-/// Fails when an inline index segment cannot be written.
+/// Fails when an inline index segment or a change file cannot be written.
 pub(crate) async fn commit_rewrites(
     txn: &mut Transaction,
     snapshot: &Snapshot,
     rewrites: Vec<FileRewrite>,
     inserted: WrittenFiles,
+    mut feed: Feed,
     now_ms: i64,
     metrics: &mut DmlMetrics,
 ) -> Result<()> {
     let mut all = inserted;
+    let mut rewrites = rewrites;
+    for rewrite in &mut rewrites {
+        feed.append(&mut rewrite.feed);
+    }
+    metrics.bytes_written += write_feed(txn, snapshot, feed, now_ms).await?;
     for rewrite in rewrites {
         let Some(written) = rewrite.written else {
             continue;

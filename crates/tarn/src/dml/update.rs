@@ -8,8 +8,9 @@ use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
 
 use super::rewrite::{ChunkChange, Decide};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, finish, now, positions_of,
-    read_planned, refuse_if_append_only, resolve_strategy, rewrite_in_place, start, true_mask,
+    ChangeKind, ChangeStrategy, DmlMetrics, DmlOutcome, Feed, FileChange, apply_changes, finish,
+    now, positions_of, read_planned, records_feed, refuse_if_append_only, resolve_strategy,
+    rewrite_in_place, start, true_mask,
 };
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value};
@@ -190,8 +191,7 @@ impl UpdateBuilder<'_> {
     /// duplicate assignments, partition columns assigned without
     /// `allow_partition_moves`, merge-on-read without deletion vectors, an append-only
     /// table, or a `GENERATED ALWAYS` identity column assigned,
-    /// [`Error::SchemaMismatch`] when a non-nullable column would become null,
-    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed, and as
+    /// [`Error::SchemaMismatch`] when a non-nullable column would become null, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let UpdateBuilder {
@@ -266,6 +266,7 @@ impl UpdateBuilder<'_> {
         txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
         let now = now(table);
+        let cdf = records_feed(&snapshot);
         if strategy == ChangeStrategy::CopyOnWrite {
             // Updated rows take their old rows' place in the file's new version.
             let snap = snapshot.clone();
@@ -278,10 +279,18 @@ impl UpdateBuilder<'_> {
                     filter_record_batch(chunk, &mask).map_err(Error::arrow("selecting rows"))?;
                 let new = assign(&matched, &matched, &bound)?;
                 check_partition_moves(&snap, &matched, &new, &bound, allow_partition_moves)?;
+                let feed = match cdf {
+                    true => vec![
+                        (matched.clone(), ChangeKind::UpdatePreimage),
+                        (new.clone(), ChangeKind::UpdatePostimage),
+                    ],
+                    false => Feed::new(),
+                };
                 Ok(ChunkChange {
                     rows_updated: matched.num_rows() as u64,
                     deleted: Some(mask),
                     replacement: vec![new],
+                    feed,
                     ..Default::default()
                 })
             });
@@ -292,6 +301,7 @@ impl UpdateBuilder<'_> {
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         let mut updated = Vec::new();
+        let mut feed = Feed::new();
         for (add, rows) in files {
             let mask: BooleanArray = match &bound_predicate {
                 Some(p) => true_mask(evaluate_predicate(p, &rows.batch)?),
@@ -305,11 +315,24 @@ impl UpdateBuilder<'_> {
                 filter_record_batch(&rows.batch, &mask).map_err(Error::arrow("selecting rows"))?;
             let new = assign(&matched, &matched, &bound)?;
             check_partition_moves(&snapshot, &matched, &new, &bound, allow_partition_moves)?;
+            if cdf {
+                feed.push((matched, ChangeKind::UpdatePreimage));
+                feed.push((new.clone(), ChangeKind::UpdatePostimage));
+            }
             updated.push(new);
             metrics.rows_updated += deleted.len();
             changes.push(FileChange { add, rows, deleted });
         }
-        apply_changes(&mut txn, &snapshot, changes, updated, now, &mut metrics).await?;
+        apply_changes(
+            &mut txn,
+            &snapshot,
+            changes,
+            updated,
+            feed,
+            now,
+            &mut metrics,
+        )
+        .await?;
         finish(table, txn, started, metrics).await
     }
 }

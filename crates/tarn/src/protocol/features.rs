@@ -51,7 +51,7 @@ impl Protocol {
     /// `delta.checkpointPolicy` is `v2`), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
     /// true, `identityColumns` for identity columns, `generatedColumns` for generated
-    /// ones, `checkConstraints` for
+    /// ones, `changeDataFeed` when `delta.enableChangeDataFeed` is true, `checkConstraints` for
     /// `delta.constraints.*` properties).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
@@ -82,6 +82,9 @@ impl Protocol {
         }
         if any_field_metadata(schema, "delta.generationExpression") {
             writer.push("generatedColumns".to_string());
+        }
+        if properties.change_data_feed() {
+            writer.push("changeDataFeed".to_string());
         }
         if metadata
             .configuration

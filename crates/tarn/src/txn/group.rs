@@ -166,10 +166,12 @@ impl Proposal {
     /// change might have to be merged into (only its own writer can merge it), and a body
     /// that reads back as written and that a committer would carry (at most 8 MiB).
     pub(crate) fn carriable(&self, has_dv_changes: bool) -> Option<Bytes> {
+        // Change files make a commit's readers ignore its other actions: a commit that
+        // has them carries nothing, and is carried by no one.
         let plain = self.actions.iter().all(|a| {
             !matches!(
                 a,
-                Action::Metadata(_) | Action::Protocol(_) | Action::CommitInfo(_)
+                Action::Metadata(_) | Action::Protocol(_) | Action::CommitInfo(_) | Action::Cdc(_)
             )
         });
         if has_dv_changes || !plain || self.actions.is_empty() {
@@ -185,6 +187,12 @@ impl Proposal {
         (back.reads.predicates == self.reads.predicates && back.actions == self.actions)
             .then_some(body)
     }
+}
+
+/// Whether a commit of `actions` may carry other writers' proposals: not one with change
+/// files, whose readers would ignore the carried actions.
+pub(crate) fn may_carry(actions: &[Action]) -> bool {
+    !actions.iter().any(|a| matches!(a, Action::Cdc(_)))
 }
 
 /// Where a proposal of `base` by `txn_id` lives.
@@ -578,6 +586,24 @@ mod tests {
         assert_eq!(back.reads.files, p.reads.files);
         assert_eq!(back.reads.app_ids, p.reads.app_ids);
         assert_eq!(back.actions, p.actions);
+    }
+
+    #[test]
+    fn change_files_are_neither_carried_nor_carry() {
+        let cdc = Action::Cdc(crate::protocol::Cdc {
+            path: "_change_data/cdc-00000-x.c000.snappy.parquet".into(),
+            partition_values: Default::default(),
+            size: 10,
+            data_change: false,
+        });
+        let with_feed = vec![txn(1), cdc];
+        assert!(
+            proposal(with_feed.clone(), col("id").eq(lit(1i64)))
+                .carriable(false)
+                .is_none()
+        );
+        assert!(!may_carry(&with_feed));
+        assert!(may_carry(&[txn(1)]));
     }
 
     #[test]

@@ -445,11 +445,12 @@ impl Transaction {
                 blind_append: blind,
                 actions: &actions,
             };
-            let carried = if self.retry.group_commit && !listed.is_empty() {
-                group::gather(&base, version, &own, &listed, &mut memory).await
-            } else {
-                group::Group::default()
-            };
+            let carried =
+                if self.retry.group_commit && !listed.is_empty() && group::may_carry(&actions) {
+                    group::gather(&base, version, &own, &listed, &mut memory).await
+                } else {
+                    group::Group::default()
+                };
             // Commit timestamps never go backwards, whatever this machine's clock says;
             // in-commit timestamps must rise strictly above the last commit's.
             let in_commit = ict::required(&base, &actions);

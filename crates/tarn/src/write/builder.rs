@@ -322,6 +322,7 @@ impl WriteBuilder<'_> {
             modification_time: now,
             capture: capture.clone(),
             file_per_batch: false,
+            change_data: false,
             checks,
         };
         let files = write_files(

@@ -60,6 +60,8 @@ pub(crate) struct FileWriteOptions {
     pub(crate) file_per_batch: bool,
     /// The constraints every row written must meet.
     pub(crate) checks: super::Checks,
+    /// Whether the files are change data (`_change_data/cdc-...`), not data files.
+    pub(crate) change_data: bool,
 }
 
 /// One encoded data file, ready to upload.
@@ -409,7 +411,8 @@ pub(super) fn encode(
                 let file = match open.get_mut(&key) {
                     Some(f) => f,
                     None => {
-                        let relative = file_name(partition_columns, &key, counter);
+                        let relative =
+                            file_name(partition_columns, &key, counter, options.change_data);
                         counter += 1;
                         let sink = FileSink::new(match destination {
                             Some(d) => Some((
@@ -528,13 +531,18 @@ fn finish(
     Ok(())
 }
 
-/// `[p1=v1/p2=v2/]part-<n>-<uuid>-c000.snappy.parquet`
+/// `[p1=v1/p2=v2/]part-<n>-<uuid>-c000.snappy.parquet`, or for change data
+/// `_change_data/[p1=v1/]cdc-<n>-<uuid>.c000.snappy.parquet` as Spark names them.
 fn file_name(
     partition_columns: &[PartitionColumn],
     key: &[Option<String>],
     counter: usize,
+    change_data: bool,
 ) -> String {
     let mut path = String::new();
+    if change_data {
+        path.push_str("_change_data/");
+    }
     for (column, value) in partition_columns.iter().zip(key) {
         let value = match value {
             Some(v) => hive_escape(v),
@@ -542,10 +550,11 @@ fn file_name(
         };
         path.push_str(&format!("{}={value}/", hive_escape(&column.physical_name)));
     }
-    path.push_str(&format!(
-        "part-{counter:05}-{}-c000.snappy.parquet",
-        Uuid::new_v4()
-    ));
+    let name = match change_data {
+        true => format!("cdc-{counter:05}-{}.c000.snappy.parquet", Uuid::new_v4()),
+        false => format!("part-{counter:05}-{}-c000.snappy.parquet", Uuid::new_v4()),
+    };
+    path.push_str(&name);
     path
 }
 

@@ -55,6 +55,7 @@ impl Transaction {
                 modification_time: self.now_ms(),
                 capture: capture.clone(),
                 file_per_batch: true,
+                change_data: false,
                 checks: Checks::of(snapshot.metadata(), snapshot.schema())?,
             },
         )

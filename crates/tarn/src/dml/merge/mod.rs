@@ -21,9 +21,9 @@ use roaring::RoaringTreemap;
 use super::rewrite::{ChunkChange, Decide, commit_rewrites};
 use super::update::{assign, check_partition_moves};
 use super::{
-    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write, finish, now,
-    positions_of, read_candidates, read_selected, refuse_if_append_only, resolve_strategy, start,
-    write_rows,
+    ChangeKind, ChangeStrategy, DmlMetrics, DmlOutcome, Feed, FileChange, apply_changes,
+    copy_on_write, finish, now, positions_of, read_candidates, read_selected, records_feed,
+    refuse_if_append_only, resolve_strategy, start, write_rows,
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
@@ -190,7 +190,6 @@ impl MergeBuilder<'_> {
     /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
     /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
     /// [`Error::MergeDuplicateMatch`] for ambiguous matches,
-    /// [`Error::UnsupportedWriterFeature`] on a table with a change data feed,
     /// [`Error::SchemaMismatch`] when it inserts values for a `GENERATED ALWAYS` identity
     /// column (those it leaves out are drawn as appends draw them), and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
@@ -274,8 +273,18 @@ impl MergeBuilder<'_> {
             }
             let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
             let inserts = draw_identity(&mut txn, &snapshot, inserts, &brought)?;
+            let feed = inserted_feed(&snapshot, &inserts);
             let inserted = write_rows(&snapshot, inserts, now).await?;
-            commit_rewrites(&mut txn, &snapshot, rewrites, inserted, now, &mut metrics).await?;
+            commit_rewrites(
+                &mut txn,
+                &snapshot,
+                rewrites,
+                inserted,
+                feed,
+                now,
+                &mut metrics,
+            )
+            .await?;
             return finish(table, txn, started, metrics).await;
         }
 
@@ -347,6 +356,7 @@ impl MergeBuilder<'_> {
         let mut source_matches = vec![0u32; source_rows];
         let mut changes = Vec::new();
         let mut new_rows = Vec::new();
+        let mut feed = Feed::new();
         for (add, rows) in targets {
             let change = change_target(&plan, &snapshot, &rows.batch, allow_partition_moves)?;
             count_matches(&plan, &mut source_matches, &change.matched_sources)?;
@@ -357,12 +367,35 @@ impl MergeBuilder<'_> {
                 None => RoaringTreemap::new(),
             };
             new_rows.extend(change.replacement);
+            feed.extend(change.feed);
             changes.push(FileChange { add, rows, deleted });
         }
         let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
-        new_rows.extend(draw_identity(&mut txn, &snapshot, inserts, &brought)?);
-        apply_changes(&mut txn, &snapshot, changes, new_rows, now, &mut metrics).await?;
+        let inserts = draw_identity(&mut txn, &snapshot, inserts, &brought)?;
+        feed.extend(inserted_feed(&snapshot, &inserts));
+        new_rows.extend(inserts);
+        apply_changes(
+            &mut txn,
+            &snapshot,
+            changes,
+            new_rows,
+            feed,
+            now,
+            &mut metrics,
+        )
+        .await?;
         finish(table, txn, started, metrics).await
+    }
+}
+
+/// The change data feed of a merge's inserted rows, when the table records one.
+fn inserted_feed(snapshot: &Snapshot, inserts: &[RecordBatch]) -> Feed {
+    match records_feed(snapshot) {
+        true => inserts
+            .iter()
+            .map(|b| (b.clone(), ChangeKind::Insert))
+            .collect(),
+        false => Feed::new(),
     }
 }
 
@@ -436,6 +469,7 @@ fn change_target(
     target: &RecordBatch,
     allow_partition_moves: bool,
 ) -> Result<ChunkChange> {
+    let cdf = records_feed(snapshot);
     let (t_idx, s_idx) = plan.matches(target)?;
     let mut change = ChunkChange::default();
     let mut deleted = vec![false; target.num_rows()];
@@ -458,9 +492,18 @@ fn change_target(
                 let inputs = filter_record_batch(rows, &hit).map_err(Error::arrow("merge"))?;
                 let new = assign(&old, &inputs, assignments)?;
                 check_partition_moves(snapshot, &old, &new, assignments, allow_partition_moves)?;
+                if cdf {
+                    change.feed.push((old, ChangeKind::UpdatePreimage));
+                    change.feed.push((new.clone(), ChangeKind::UpdatePostimage));
+                }
                 change.replacement.push(new);
                 change.rows_updated += chosen.len() as u64;
             } else {
+                if cdf {
+                    change
+                        .feed
+                        .push((take_rows(target, &chosen)?, ChangeKind::Delete));
+                }
                 change.rows_deleted += chosen.len() as u64;
             }
         }
