@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -123,4 +123,43 @@ pub fn align(batches: &[RecordBatch], schema: &SchemaRef) -> Vec<RecordBatch> {
             RecordBatch::try_new(Arc::clone(&nullable), columns).expect("aligned batch")
         })
         .collect()
+}
+
+/// A change row: `(id, value, _change_type, _commit_version, _commit_timestamp in ms)`.
+pub type Change = (Option<i64>, Option<String>, String, i64, i64);
+
+/// The change rows of `Table::changes` batches (with an `id` and a string `value`
+/// column), sorted.
+pub fn change_rows(batches: &[RecordBatch], value: &str) -> Vec<Change> {
+    let mut out = Vec::new();
+    for b in batches {
+        let ids = b
+            .column_by_name("id")
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let vs = b.column_by_name(value).unwrap().as_string::<i32>();
+        let kinds = b
+            .column_by_name(tarn::CHANGE_TYPE)
+            .unwrap()
+            .as_string::<i32>();
+        let versions = b
+            .column_by_name(tarn::COMMIT_VERSION)
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        let stamps = b
+            .column_by_name(tarn::COMMIT_TIMESTAMP)
+            .unwrap()
+            .as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+        for i in 0..b.num_rows() {
+            out.push((
+                ids.is_valid(i).then(|| ids.value(i)),
+                vs.is_valid(i).then(|| vs.value(i).to_string()),
+                kinds.value(i).to_string(),
+                versions.value(i),
+                stamps.value(i) / 1000,
+            ));
+        }
+    }
+    out.sort();
+    out
 }

@@ -8,11 +8,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::AsArray;
-use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use tarn::expr::{col, lit};
 use tarn::{Error, ManualClock, Table};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema};
+use tarn_tests::rows::change_rows;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_and_partition_deletes_read_as_inserts_and_deletes() {
@@ -34,29 +33,11 @@ async fn appends_and_partition_deletes_read_as_inserts_and_deletes() {
         .delete_partitions(col("country").eq(lit("NL")))
         .await
         .unwrap();
-    let changes = table.changes(1, None).await.unwrap();
-    let mut seen = Vec::new();
-    for b in &changes {
-        let kinds = b
-            .column_by_name(tarn::CHANGE_TYPE)
-            .unwrap()
-            .as_string::<i32>();
-        let versions = b
-            .column_by_name(tarn::COMMIT_VERSION)
-            .unwrap()
-            .as_primitive::<Int64Type>();
-        let stamps = b
-            .column_by_name(tarn::COMMIT_TIMESTAMP)
-            .unwrap()
-            .as_primitive::<TimestampMicrosecondType>();
-        for i in 0..b.num_rows() {
-            seen.push((
-                kinds.value(i).to_string(),
-                versions.value(i),
-                stamps.value(i),
-            ));
-        }
-    }
+    let seen: Vec<(String, i64, i64)> =
+        change_rows(&table.changes(1, None).await.unwrap(), "customer")
+            .into_iter()
+            .map(|(_, _, kind, version, ms)| (kind, version, ms * 1000))
+            .collect();
     let inserts = seen.iter().filter(|s| s.0 == "insert").count();
     let deletes: Vec<_> = seen.iter().filter(|s| s.0 == "delete").collect();
     assert_eq!(inserts, 20);

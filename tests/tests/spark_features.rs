@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, TimestampMicrosecondType};
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
 use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::{SchemaMode, Table};
@@ -19,7 +19,7 @@ use tarn_tests::fixtures::{
     with_column,
 };
 use tarn_tests::log::in_commit_timestamps;
-use tarn_tests::rows::{align, canonical_rows};
+use tarn_tests::rows::{Change, align, canonical_rows, change_rows};
 use tarn_tests::spark::spark;
 use tarn_tests::spark_checks::{
     assert_same_in_spark, assert_same_in_spark_at, assert_tarn_reads_like_spark, spark_sql,
@@ -894,43 +894,6 @@ async fn v2_checkpoints_tarn_writes_read_in_spark() {
     );
 }
 
-/// `(id, v, _change_type, _commit_version, _commit_timestamp ms)` of change rows.
-type Change = (Option<i64>, Option<String>, String, i64, i64);
-
-fn tarn_changes(batches: &[RecordBatch], value: &str) -> Vec<Change> {
-    let mut out = Vec::new();
-    for b in batches {
-        let ids = b
-            .column_by_name("id")
-            .unwrap()
-            .as_primitive::<arrow::datatypes::Int64Type>();
-        let vs = b.column_by_name(value).unwrap().as_string::<i32>();
-        let kinds = b
-            .column_by_name(tarn::CHANGE_TYPE)
-            .unwrap()
-            .as_string::<i32>();
-        let versions = b
-            .column_by_name(tarn::COMMIT_VERSION)
-            .unwrap()
-            .as_primitive::<arrow::datatypes::Int64Type>();
-        let stamps = b
-            .column_by_name(tarn::COMMIT_TIMESTAMP)
-            .unwrap()
-            .as_primitive::<TimestampMicrosecondType>();
-        for i in 0..b.num_rows() {
-            out.push((
-                ids.is_valid(i).then(|| ids.value(i)),
-                vs.is_valid(i).then(|| vs.value(i).to_string()),
-                kinds.value(i).to_string(),
-                versions.value(i),
-                stamps.value(i) / 1000,
-            ));
-        }
-    }
-    out.sort();
-    out
-}
-
 fn spark_changes(rows: &[serde_json::Value], value: &str) -> Vec<Change> {
     let mut out: Vec<Change> = rows
         .iter()
@@ -992,7 +955,7 @@ async fn change_feeds_read_as_spark_reads_them() {
                 "SELECT * FROM table_changes_by_path('{path}', {from})"
             ));
             let ours = table.changes(from, None).await.unwrap();
-            let (ours, theirs) = (tarn_changes(&ours, "v"), spark_changes(&theirs, "v"));
+            let (ours, theirs) = (change_rows(&ours, "v"), spark_changes(&theirs, "v"));
             assert!(
                 ours.iter().any(|c| c.2 == "update_preimage"),
                 "{name}: {ours:?}"
@@ -1017,7 +980,7 @@ async fn change_feeds_read_as_spark_reads_them() {
             matches!(err, tarn::Error::ChangeDataFeedNotEnabled { version: 0 }),
             "{err}"
         );
-        let from_on = tarn_changes(&late.changes(2, None).await.unwrap(), "v");
+        let from_on = change_rows(&late.changes(2, None).await.unwrap(), "v");
         assert_eq!(from_on.len(), 1, "{from_on:?}");
     }
 }
@@ -1132,7 +1095,7 @@ async fn change_feeds_tarn_writes_read_the_same_in_spark() {
             .execute()
             .await
             .unwrap();
-        let ours = tarn_changes(&table.changes(0, None).await.unwrap(), value);
+        let ours = change_rows(&table.changes(0, None).await.unwrap(), value);
         // Each commit's changes, by kind.
         let mut counts = std::collections::BTreeMap::new();
         for change in &ours {

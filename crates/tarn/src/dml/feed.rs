@@ -8,17 +8,17 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
-use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+use arrow::datatypes::{DataType as ArrowType, Field};
 
 use crate::changes::CHANGE_TYPE;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::{Action, Cdc, DataType, PrimitiveType, StructField};
 use crate::snapshot::Snapshot;
 use crate::txn::Transaction;
 use crate::write::{
-    Checks, FileWriteOptions, SchemaMode, StatsColumns, prepare_batches, without_generated,
-    write_files,
+    Checks, FileWriteOptions, SchemaMode, StatsColumns, prepare_batches, with_column,
+    without_generated, write_files,
 };
 
 /// What happened to the rows of a feed entry, as `_change_type` says it.
@@ -130,16 +130,7 @@ pub(crate) async fn write_feed(
 }
 
 fn with_change_type(batch: &RecordBatch, kind: ChangeKind) -> Result<RecordBatch> {
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(CHANGE_TYPE, ArrowType::Utf8, true));
-    let mut columns = batch.columns().to_vec();
     let kinds: ArrayRef = Arc::new(StringArray::from(vec![kind.name(); batch.num_rows()]));
-    columns.push(kinds);
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(Error::arrow("writing the change data feed"))
+    let field = Field::new(CHANGE_TYPE, ArrowType::Utf8, true);
+    with_column(batch, field, kinds, "writing the change data feed")
 }

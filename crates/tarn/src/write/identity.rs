@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+use arrow::datatypes::{DataType as ArrowType, Field};
 
 use crate::error::{Error, Result};
 use crate::protocol::schema::{DataType, PrimitiveType, StructField, StructType};
@@ -149,7 +149,8 @@ pub(crate) fn fill_identity(
         for batch in &mut out {
             let part = values.slice(offset, batch.num_rows());
             offset += batch.num_rows();
-            *batch = with_column(batch, &name, part)?;
+            let field = Field::new(&name, ArrowType::Int64, false);
+            *batch = super::with_column(batch, field, part, "filling identity values")?;
         }
         if let Some(field) = schema.fields.iter_mut().find(|f| f.name == name) {
             field.metadata.insert(HIGH_WATER_MARK.into(), mark.into());
@@ -159,25 +160,11 @@ pub(crate) fn fill_identity(
     Ok((out, drew.then_some(schema)))
 }
 
-fn with_column(batch: &RecordBatch, name: &str, values: ArrayRef) -> Result<RecordBatch> {
-    let mut fields: Vec<Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(name, ArrowType::Int64, false));
-    let mut columns = batch.columns().to_vec();
-    columns.push(values);
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(Error::arrow("filling identity values"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use arrow::array::{AsArray, StringArray};
-    use arrow::datatypes::Int64Type;
+    use arrow::datatypes::{Int64Type, Schema};
 
     fn table(step: i64, mark: Option<i64>, by_default: bool) -> StructType {
         let mut id = StructField::new("id", DataType::Primitive(PrimitiveType::Long), false);

@@ -179,6 +179,27 @@ fn conform_batch(
     .map_err(|e| mismatch(e.to_string()))
 }
 
+/// `batch` with one more column at the end.
+///
+/// Fails with [`Error::Arrow`] (naming `context`) when `values` has another length.
+pub(crate) fn with_column(
+    batch: &RecordBatch,
+    field: arrow::datatypes::Field,
+    values: ArrayRef,
+    context: &'static str,
+) -> Result<RecordBatch> {
+    let mut fields: Vec<arrow::datatypes::Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(field);
+    let mut columns = batch.columns().to_vec();
+    columns.push(values);
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(Error::arrow(context))
+}
+
 /// Fails unless every row satisfies `predicate` (for overwrites of the partitions a
 /// predicate names: data outside them would be lost on the next such overwrite).
 pub(crate) fn ensure_rows_match(batches: &[RecordBatch], predicate: &Expr) -> Result<()> {
