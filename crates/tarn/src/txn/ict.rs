@@ -36,6 +36,17 @@ pub(crate) fn required(base: &Snapshot, actions: &[Action]) -> bool {
     enabled_in(actions).unwrap_or_else(|| enabled(base.metadata()))
 }
 
+/// Whether a commit of `actions` on `base` carries an in-commit timestamp, and the time
+/// it must be stamped after: [`floor`] when it does, else the newest time `base` knows.
+///
+/// Fails as [`floor`] does.
+pub(crate) async fn floor_for(base: &Snapshot, actions: &[Action]) -> Result<(bool, i64)> {
+    match required(base, actions) {
+        true => Ok((true, floor(base).await?)),
+        false => Ok((false, base.latest_commit_timestamp_ms())),
+    }
+}
+
 /// The time a commit on `base` must be stamped after: the newest timestamp `base` knows
 /// of. A snapshot read from a checkpoint has not seen its last commit's `commitInfo`, so
 /// that commit is read (when it is still there); without it, the file time stands.

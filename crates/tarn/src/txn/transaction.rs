@@ -453,11 +453,7 @@ impl Transaction {
                 };
             // Commit timestamps never go backwards, whatever this machine's clock says;
             // in-commit timestamps must rise strictly above the last commit's.
-            let in_commit = ict::required(&base, &actions);
-            let floor = match in_commit {
-                true => ict::floor(&base).await?,
-                false => base.latest_commit_timestamp_ms(),
-            };
+            let (in_commit, floor) = ict::floor_for(&base, &actions).await?;
             let timestamp = self.clock.now_ms().max(floor + 1);
             let mut info = commit_info(CommitInfoParts {
                 timestamp,
