@@ -433,14 +433,14 @@ async fn tables_that_need_unknown_features_are_refused() {
     // A writer-only feature Tarn cannot maintain: reads work, writes are refused.
     let writer_only = std::fs::read_to_string(&path).unwrap().replace(
         r#""readerFeatures":["futureFeature"],"writerFeatures":["futureFeature"]"#,
-        r#""readerFeatures":[],"writerFeatures":["rowTracking"]"#,
+        r#""readerFeatures":[],"writerFeatures":["allowColumnDefaults"]"#,
     );
     std::fs::write(&path, writer_only).unwrap();
     let mut table = open(dir.path()).await.unwrap();
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 10);
     let err = table.append([sales_batch(100, 101)]).await.unwrap_err();
     assert!(
-        matches!(&err, Error::UnsupportedWriterFeature { feature } if feature == "rowTracking"),
+        matches!(&err, Error::UnsupportedWriterFeature { feature } if feature == "allowColumnDefaults"),
         "{err}"
     );
 }

@@ -263,10 +263,12 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
     let root = tempfile::tempdir().unwrap();
     // (table, what Spark does, the feature Tarn names, whether appends are safe).
     let cases: [(&str, &[&str], &str, bool); 1] = [(
-        "row-tracking",
-        &["CREATE TABLE {t} (id BIGINT, v STRING) USING delta \
-               TBLPROPERTIES ('delta.enableRowTracking' = 'true')"],
-        "rowTracking",
+        "column-defaults",
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING DEFAULT 'none') USING delta \
+               TBLPROPERTIES ('delta.feature.allowColumnDefaults' = 'supported')",
+        ],
+        "allowColumnDefaults",
         false,
     )];
     for (name, statements, feature, appends) in cases {

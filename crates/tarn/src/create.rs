@@ -202,6 +202,7 @@ impl CreateBuilder {
         };
         // Under column mapping, every column gets an id and a physical name now.
         mapping::annotate(&mut schema, &mut metadata, false)?;
+        crate::txn::name_materialized_columns(&mut metadata);
         let protocol = Protocol::for_new_table(&schema, &metadata);
         ensure_writable(&protocol, &metadata, &schema)?;
         let actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];

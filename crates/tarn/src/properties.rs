@@ -30,6 +30,15 @@ pub const APPEND_ONLY: &str = "delta.appendOnly";
 pub const ENABLE_CHANGE_DATA_FEED: &str = "delta.enableChangeDataFeed";
 /// `delta.enableDeletionVectors`
 pub const ENABLE_DELETION_VECTORS: &str = "delta.enableDeletionVectors";
+/// `delta.enableRowTracking`: rows keep stable ids and commit versions.
+pub const ENABLE_ROW_TRACKING: &str = "delta.enableRowTracking";
+/// `delta.rowTracking.materializedRowIdColumnName`: the hidden data-file column of
+/// preserved row ids.
+pub const MATERIALIZED_ROW_ID_COLUMN: &str = "delta.rowTracking.materializedRowIdColumnName";
+/// `delta.rowTracking.materializedRowCommitVersionColumnName`: the hidden data-file column
+/// of preserved row commit versions.
+pub const MATERIALIZED_ROW_COMMIT_VERSION_COLUMN: &str =
+    "delta.rowTracking.materializedRowCommitVersionColumnName";
 /// `tarn.dml.strategy`: how row-level changes are written, `copy-on-write` or
 /// `merge-on-read`. Without it, tables with deletion vectors enabled use merge-on-read.
 pub const DML_STRATEGY: &str = "tarn.dml.strategy";
@@ -172,6 +181,11 @@ impl<'a> TableProperties<'a> {
     /// Whether the table records a change data feed (`delta.enableChangeDataFeed`).
     pub fn change_data_feed(&self) -> bool {
         self.flag(ENABLE_CHANGE_DATA_FEED)
+    }
+
+    /// Whether row tracking is enabled (`delta.enableRowTracking`).
+    pub fn row_tracking(&self) -> bool {
+        self.flag(ENABLE_ROW_TRACKING)
     }
 
     /// Whether deletion vectors are enabled.

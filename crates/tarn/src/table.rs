@@ -165,7 +165,9 @@ impl Table {
     /// names as physical names and get column ids, so existing files read as before.
     ///
     /// Turning on in-commit timestamps (`delta.enableInCommitTimestamps`) records the
-    /// commit's version and stamp as the enablement version and timestamp.
+    /// commit's version and stamp as the enablement version and timestamp. Turning on row
+    /// tracking (`delta.enableRowTracking`) names its materialized columns and recommits
+    /// every file that has no row ids yet with fresh ones.
     ///
     /// Fails with [`Error::InvalidArgument`] for empty keys, CHECK constraints
     /// (`delta.constraints.*`: [`Table::add_constraint`] checks the rows) and any other
@@ -215,6 +217,9 @@ impl Table {
                 });
             }
         }
+        // Row tracking names its hidden columns before it may be on; the commit gives
+        // every file without row ids its ids.
+        crate::txn::name_materialized_columns(&mut metadata);
         let mut txn = self
             .transaction()
             .with_operation("SET TBLPROPERTIES")

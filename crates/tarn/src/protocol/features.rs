@@ -28,6 +28,7 @@ pub const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "generatedColumns",
     "identityColumns",
     "inCommitTimestamp",
+    "rowTracking",
     "columnMapping",
     "deletionVectors",
     "domainMetadata",
@@ -51,7 +52,8 @@ impl Protocol {
     /// `delta.checkpointPolicy` is `v2`), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
     /// true, `identityColumns` for identity columns, `generatedColumns` for generated
-    /// ones, `changeDataFeed` when `delta.enableChangeDataFeed` is true, `checkConstraints` for
+    /// ones, `changeDataFeed` when `delta.enableChangeDataFeed` is true, `rowTracking` and
+    /// `domainMetadata` when `delta.enableRowTracking` is true, `checkConstraints` for
     /// `delta.constraints.*` properties).
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
@@ -85,6 +87,9 @@ impl Protocol {
         }
         if properties.change_data_feed() {
             writer.push("changeDataFeed".to_string());
+        }
+        if properties.row_tracking() {
+            writer.extend(["rowTracking".to_string(), "domainMetadata".to_string()]);
         }
         if metadata
             .configuration

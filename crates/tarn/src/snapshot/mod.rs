@@ -505,6 +505,21 @@ impl Snapshot {
             .is_some_and(|(k, _)| k.path == canonical)
     }
 
+    /// The live `add` of the data file at `path` (as a log action names it), with whatever
+    /// deletion vector.
+    pub(crate) fn live_file(&self, path: &str) -> Option<&Add> {
+        let from = FileKey {
+            path: crate::paths::canonical(&self.location, path),
+            dv: None,
+        };
+        self.state
+            .files
+            .range(&from..)
+            .next()
+            .filter(|(k, _)| k.path == from.path)
+            .map(|(_, a)| a.as_ref())
+    }
+
     /// The live data files.
     pub fn files(&self) -> impl ExactSizeIterator<Item = &Add> {
         self.state.files.values().map(Arc::as_ref)

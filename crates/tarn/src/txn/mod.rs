@@ -17,7 +17,7 @@
 //! One file per mechanism: `policy` (isolation levels, retries), `put` (the
 //! put-if-absent protocol), `commit_info` (what a commit says of itself), `conflict`
 //! (Delta's conflict checker), `rebase` (uniting concurrent deletion vectors), `group` (group commit across
-//! processes),
+//! processes), `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions),
 //! `checkpoint` (background checkpoints) and `transaction` (the API).
 
 mod checkpoint;
@@ -28,6 +28,7 @@ mod ict;
 mod policy;
 mod put;
 mod rebase;
+mod row_tracking;
 mod transaction;
 
 pub use checkpoint::CheckpointTask;
@@ -35,4 +36,5 @@ pub(crate) use checkpoint::checkpoint;
 pub use commit_info::ENGINE_INFO;
 pub use policy::{IsolationLevel, RetryPolicy};
 pub(crate) use put::commit_create;
+pub(crate) use row_tracking::name_materialized_columns;
 pub use transaction::{CommitOutcome, Transaction};

@@ -13,11 +13,10 @@ use uuid::Uuid;
 use super::checkpoint::{CheckpointTask, maybe_checkpoint};
 use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
-use super::group;
-use super::ict;
 use super::put::{self, PutOutcome, commits_after, encode_commit, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
+use super::{group, ict, row_tracking};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -466,14 +465,15 @@ impl Transaction {
                 txn_id: &txn_id,
             });
             group::mark_group(&mut info, &carried);
-            if in_commit {
-                ict::stamp(&mut info, timestamp);
-            }
             let mut all_actions = actions.clone();
             if in_commit {
+                ict::stamp(&mut info, timestamp);
                 ict::record_enablement(&base, &mut all_actions, version, timestamp);
             }
             all_actions.extend(carried.actions.iter().cloned());
+            if let Some(kept) = row_tracking::assign(&base, &mut all_actions, version)? {
+                row_tracking::tag(&mut info, kept);
+            }
             let body = encode_commit(&info, &all_actions)?;
             // The proposal goes up beside the commit's PUT, off the critical path: should
             // the PUT lose, the next winner may carry it.
