@@ -323,12 +323,13 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
 
     // Reader features Tarn lacks: the table does not even open, so nothing is misread.
     for (name, statements, feature) in [(
-        "variant",
+        "shredded-variant",
         &[
-            "CREATE TABLE {t} (id BIGINT, v VARIANT) USING delta",
+            "CREATE TABLE {t} (id BIGINT, v VARIANT) USING delta \
+             TBLPROPERTIES ('delta.enableVariantShredding' = 'true')",
             "INSERT INTO {t} SELECT 1, PARSE_JSON('{\"a\": 1}')",
         ][..],
-        "variantType",
+        "variantShredding",
     )] {
         let dir = root.path().join(name);
         spark_sql(spark, &dir, statements);

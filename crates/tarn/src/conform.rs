@@ -12,8 +12,8 @@ use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType as ArrowType, Field, Fields, TimeUnit};
 
 use crate::properties::ColumnMappingMode;
-use crate::protocol::schema::PARQUET_FIELD_ID_KEY;
-use crate::protocol::{DataType, StructField, StructType};
+use crate::protocol::schema::{PARQUET_FIELD_ID_KEY, arrow_field};
+use crate::protocol::{DataType, PrimitiveType, StructField, StructType};
 
 /// Which side the data comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +84,7 @@ fn conform_type(
         return Ok(new_null_array(&target, array.len()));
     }
     match ty {
+        DataType::Primitive(PrimitiveType::Variant) => conform_variant(array, &target, name),
         DataType::Primitive(_) => {
             if source == Source::Input && !lossless(array.data_type(), &target) {
                 return Err(format!(
@@ -126,11 +127,7 @@ fn conform_type(
                 }
             };
             let values = conform_type(list.values(), &a.element_type, name, source)?;
-            let field = Arc::new(Field::new(
-                "element",
-                a.element_type.to_arrow(),
-                a.contains_null,
-            ));
+            let field = Arc::new(arrow_field("element", &a.element_type, a.contains_null));
             ListArray::try_new(field, list.offsets().clone(), values, list.nulls().cloned())
                 .map(|l| Arc::new(l) as ArrayRef)
                 .map_err(|e| format!("column {name:?}: {e}"))
@@ -177,6 +174,42 @@ fn fits_precision(array: &ArrayRef, target: &ArrowType, name: &str) -> Result<()
             })?;
     }
     Ok(())
+}
+
+/// A variant's `metadata` and `value` binaries, found by name (Spark writes `value`
+/// first) in any binary type, as the table's variant struct.
+fn conform_variant(array: &ArrayRef, target: &ArrowType, name: &str) -> Result<ArrayRef, String> {
+    let input = array.as_struct_opt().ok_or_else(|| {
+        format!(
+            "column {name:?} has type {}, the table has a variant",
+            array.data_type()
+        )
+    })?;
+    let ArrowType::Struct(fields) = target else {
+        return Err(format!("column {name:?}: internal variant type mismatch"));
+    };
+    let mut children = Vec::with_capacity(2);
+    for field in fields {
+        let child = input.column_by_name(field.name()).ok_or_else(|| {
+            format!(
+                "column {name:?} is a variant without its {:?} binary",
+                field.name()
+            )
+        })?;
+        let binary = cast_with_options(child, &ArrowType::Binary, &CastOptions::default())
+            .map_err(|e| format!("column {name:?}: variant {}: {e}", field.name()))?;
+        children.push(binary);
+    }
+    // Shredded variants (a `typed_value` child) would lose values here.
+    if input.num_columns() > 2 {
+        return Err(format!(
+            "column {name:?} is a shredded variant ({}), which Tarn does not read",
+            input.data_type()
+        ));
+    }
+    StructArray::try_new(fields.clone(), children, input.nulls().cloned())
+        .map(|s| Arc::new(s) as ArrayRef)
+        .map_err(|e| format!("column {name:?}: {e}"))
 }
 
 fn values_type(array: &ArrayRef) -> ArrowType {

@@ -430,6 +430,8 @@ impl Scalar {
                 p,
                 s,
             ),
+            // Variants have no partition-value encoding.
+            P::Variant => return Err(bad()),
         };
         Ok(parsed)
     }

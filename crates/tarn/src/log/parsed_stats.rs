@@ -128,7 +128,10 @@ fn sections(fields: &[StructField], skip: &[&str], budget: &mut usize) -> (Vec<F
             DataType::Primitive(ty) => {
                 *budget -= 1;
                 nulls.push(Field::new(name, ArrowType::Int64, true));
-                if !matches!(ty, PrimitiveType::Boolean | PrimitiveType::Binary) {
+                if !matches!(
+                    ty,
+                    PrimitiveType::Boolean | PrimitiveType::Binary | PrimitiveType::Variant
+                ) {
                     bounds.push(Field::new(name, ty.to_arrow(), true));
                 }
             }

@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::actions::{Action, Metadata, Protocol};
 use crate::protocol::mapping;
-use crate::protocol::schema::{DataType, StructType};
+use crate::protocol::schema::{DataType, PrimitiveType, StructType};
 
 /// Reader features Tarn implements.
 pub const SUPPORTED_READER_FEATURES: &[&str] = &[
@@ -15,6 +15,8 @@ pub const SUPPORTED_READER_FEATURES: &[&str] = &[
     "typeWidening-preview",
     "v2Checkpoint",
     "vacuumProtocolCheck",
+    "variantType",
+    "variantType-preview",
 ];
 
 /// Writer features Tarn honours when it writes (some only while unused, see
@@ -37,6 +39,8 @@ pub const SUPPORTED_WRITER_FEATURES: &[&str] = &[
     "typeWidening-preview",
     "v2Checkpoint",
     "vacuumProtocolCheck",
+    "variantType",
+    "variantType-preview",
 ];
 
 /// The highest reader version Tarn reads.
@@ -49,7 +53,7 @@ impl Protocol {
     /// `properties` need (`timestampNtz` for `timestamp_ntz` columns, `deletionVectors`
     /// when `delta.enableDeletionVectors` is true, `columnMapping` when
     /// `delta.columnMapping.mode` is `name` or `id`, `v2Checkpoint` when
-    /// `delta.checkpointPolicy` is `v2`), or (1, 7) when the only ones are
+    /// `delta.checkpointPolicy` is `v2`, `variantType` for variant columns), or (1, 7) when the only ones are
     /// writer features (`inCommitTimestamp` when `delta.enableInCommitTimestamps` is
     /// true, `identityColumns` for identity columns, `generatedColumns` for generated
     /// ones, `changeDataFeed` when `delta.enableChangeDataFeed` is true, `rowTracking` and
@@ -58,9 +62,14 @@ impl Protocol {
     pub fn for_new_table(schema: &StructType, metadata: &Metadata) -> Self {
         let mut reader = Vec::new();
         let mut writer = Vec::new();
-        if schema.fields.iter().any(|f| contains_ntz(&f.data_type)) {
+        let has = |p| schema.fields.iter().any(|f| contains(&f.data_type, p));
+        if has(PrimitiveType::TimestampNtz) {
             reader.push("timestampNtz".to_string());
             writer.push("timestampNtz".to_string());
+        }
+        if has(PrimitiveType::Variant) {
+            reader.push("variantType".to_string());
+            writer.push("variantType".to_string());
         }
         if metadata.property("delta.enableDeletionVectors") == Some("true") {
             reader.push("deletionVectors".to_string());
@@ -205,12 +214,13 @@ impl Protocol {
     }
 }
 
-fn contains_ntz(t: &DataType) -> bool {
+/// Whether `t` is or holds the primitive type `p`.
+fn contains(t: &DataType, p: PrimitiveType) -> bool {
     match t {
-        DataType::Primitive(p) => *p == crate::protocol::schema::PrimitiveType::TimestampNtz,
-        DataType::Array(a) => contains_ntz(&a.element_type),
-        DataType::Map(m) => contains_ntz(&m.key_type) || contains_ntz(&m.value_type),
-        DataType::Struct(s) => s.fields.iter().any(|f| contains_ntz(&f.data_type)),
+        DataType::Primitive(q) => *q == p,
+        DataType::Array(a) => contains(&a.element_type, p),
+        DataType::Map(m) => contains(&m.key_type, p) || contains(&m.value_type, p),
+        DataType::Struct(s) => s.fields.iter().any(|f| contains(&f.data_type, p)),
     }
 }
 
@@ -347,9 +357,9 @@ mod tests {
     fn unknown_reader_features_and_versions_are_named() {
         assert!(ensure_readable(&protocol(1, 2, &[], &[])).is_ok());
         assert!(ensure_readable(&protocol(3, 7, &["deletionVectors"], &[])).is_ok());
-        let err = ensure_readable(&protocol(3, 7, &["variantType"], &[])).unwrap_err();
+        let err = ensure_readable(&protocol(3, 7, &["variantShredding-preview"], &[])).unwrap_err();
         assert!(
-            matches!(&err, Error::UnsupportedReaderFeature { feature } if feature == "variantType")
+            matches!(&err, Error::UnsupportedReaderFeature { feature } if feature == "variantShredding-preview")
         );
         let err = ensure_readable(&protocol(99, 7, &[], &[])).unwrap_err();
         assert!(matches!(

@@ -16,6 +16,9 @@ pub const PHYSICAL_NAME_KEY: &str = "delta.columnMapping.physicalName";
 pub const COLUMN_ID_KEY: &str = "delta.columnMapping.id";
 /// Arrow field metadata key Parquet field ids are exposed under.
 pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
+/// The Arrow extension type of variant columns (`arrow.parquet.variant`, the canonical
+/// one `parquet-variant-compute`'s `VariantArray` reads).
+pub const VARIANT_EXTENSION_NAME: &str = "arrow.parquet.variant";
 
 /// A Delta primitive type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,6 +49,9 @@ pub enum PrimitiveType {
     TimestampNtz,
     /// `decimal(precision, scale)`
     Decimal(u8, i8),
+    /// `variant`: semi-structured values in the Parquet variant encoding, read as a struct
+    /// of binary `metadata` and `value` with the [`VARIANT_EXTENSION_NAME`] extension type.
+    Variant,
 }
 
 impl fmt::Display for PrimitiveType {
@@ -63,6 +69,7 @@ impl fmt::Display for PrimitiveType {
             Self::Date => "date",
             Self::Timestamp => "timestamp",
             Self::TimestampNtz => "timestamp_ntz",
+            Self::Variant => "variant",
             Self::Decimal(p, s) => return write!(f, "decimal({p},{s})"),
         };
         f.write_str(name)
@@ -84,6 +91,7 @@ impl PrimitiveType {
             "date" => Self::Date,
             "timestamp" => Self::Timestamp,
             "timestamp_ntz" => Self::TimestampNtz,
+            "variant" => Self::Variant,
             "decimal" => Self::Decimal(10, 0),
             other => {
                 let inner = other.strip_prefix("decimal(")?.strip_suffix(')')?;
@@ -113,6 +121,10 @@ impl PrimitiveType {
             Self::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
             Self::TimestampNtz => ArrowType::Timestamp(TimeUnit::Microsecond, None),
             Self::Decimal(p, s) => ArrowType::Decimal128(p, s),
+            Self::Variant => ArrowType::Struct(Fields::from(vec![
+                Field::new("metadata", ArrowType::Binary, false),
+                Field::new("value", ArrowType::Binary, false),
+            ])),
         }
     }
 }
@@ -307,7 +319,26 @@ pub(crate) fn field_path(parent: &str, name: &str) -> String {
 }
 
 fn field_to_arrow(field: &StructField) -> Field {
-    Field::new(&field.name, field.data_type.to_arrow(), field.nullable)
+    arrow_field(&field.name, &field.data_type, field.nullable)
+}
+
+/// The Arrow field of a value of type `ty`: variants carry their extension type.
+pub(crate) fn arrow_field(name: &str, ty: &DataType, nullable: bool) -> Field {
+    let field = Field::new(name, ty.to_arrow(), nullable);
+    match ty {
+        DataType::Primitive(PrimitiveType::Variant) => field.with_metadata(
+            [
+                (
+                    "ARROW:extension:name".to_string(),
+                    VARIANT_EXTENSION_NAME.to_string(),
+                ),
+                ("ARROW:extension:metadata".to_string(), String::new()),
+            ]
+            .into_iter()
+            .collect::<std::collections::HashMap<_, _>>(),
+        ),
+        _ => field,
+    }
 }
 
 impl DataType {
@@ -331,17 +362,17 @@ impl DataType {
     pub fn to_arrow(&self) -> ArrowType {
         match self {
             Self::Primitive(p) => p.to_arrow(),
-            Self::Array(a) => ArrowType::List(Arc::new(Field::new(
+            Self::Array(a) => ArrowType::List(Arc::new(arrow_field(
                 "element",
-                a.element_type.to_arrow(),
+                &a.element_type,
                 a.contains_null,
             ))),
             Self::Map(m) => ArrowType::Map(
                 Arc::new(Field::new(
                     "key_value",
                     ArrowType::Struct(Fields::from(vec![
-                        Field::new("key", m.key_type.to_arrow(), false),
-                        Field::new("value", m.value_type.to_arrow(), m.value_contains_null),
+                        arrow_field("key", &m.key_type, false),
+                        arrow_field("value", &m.value_type, m.value_contains_null),
                     ])),
                     false,
                 )),
@@ -383,9 +414,13 @@ impl fmt::Display for DataType {
 }
 
 fn field_from_arrow(field: &Field) -> Result<StructField> {
+    let data_type = match field.extension_type_name() {
+        Some(VARIANT_EXTENSION_NAME) => DataType::Primitive(PrimitiveType::Variant),
+        _ => type_from_arrow(field.name(), field.data_type())?,
+    };
     Ok(StructField::new(
         field.name(),
-        type_from_arrow(field.name(), field.data_type())?,
+        data_type,
         field.is_nullable(),
     ))
 }

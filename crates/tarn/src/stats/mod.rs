@@ -67,9 +67,13 @@ pub(crate) fn column_infos(
 ) -> HashMap<ColumnName, ColumnInfo> {
     let mut out = HashMap::new();
     for column in columns {
+        // Variants have no bounds to prune by.
         let Ok(DataType::Primitive(ty)) = resolve_column(schema, &column) else {
             continue;
         };
+        if *ty == PrimitiveType::Variant {
+            continue;
+        }
         let mut physical = Vec::new();
         let mut widened = false;
         let mut fields = schema;
@@ -276,7 +280,10 @@ pub(crate) fn stats_json(
                 counts.values().iter().sum::<u64>().to_string(),
             ));
         }
-        if matches!(ty, PrimitiveType::Boolean | PrimitiveType::Binary) {
+        if matches!(
+            ty,
+            PrimitiveType::Boolean | PrimitiveType::Binary | PrimitiveType::Variant
+        ) {
             continue;
         }
         let (Ok(min_array), Ok(max_array)) = (
