@@ -704,7 +704,29 @@ async fn check_constraints_hold_both_ways_with_spark() {
             .is_err()
     );
     spark_sql(spark, &dir, &["INSERT INTO {t} VALUES (500, 'fits')"]);
+    // Constraints calling functions hold in Tarn as in Spark.
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "ALTER TABLE {t} ADD CONSTRAINT short CHECK (length(upper(v)) < 10 AND year(CAST('2024-05-06' AS DATE)) = 2024)",
+        ],
+    );
     table.refresh().await.unwrap();
+    let err = table
+        .append([id_rows(40..41, "far too long ")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, tarn::Error::ConstraintViolated { constraint, .. } if constraint == "delta.constraints.short"),
+        "{err}"
+    );
+    assert!(
+        spark
+            .try_sql(&format!("INSERT INTO {t} VALUES (41, 'far too long 41')"))
+            .is_err()
+    );
+    table.append([id_rows(42..43, "ok")]).await.unwrap();
     assert_same_in_spark(spark, &table, &dir, "constraints").await;
 
     // A constraint Tarn cannot read refuses Tarn's writes, naming its SQL.
@@ -714,13 +736,13 @@ async fn check_constraints_hold_both_ways_with_spark() {
         &dir,
         &[
             "CREATE TABLE {t} (id BIGINT, v STRING) USING delta",
-            "ALTER TABLE {t} ADD CONSTRAINT short CHECK (length(v) < 10)",
+            "ALTER TABLE {t} ADD CONSTRAINT lettered CHECK (v RLIKE '^[a-z]+$')",
         ],
     );
     let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
     let err = table.append([id_rows(0..1, "v")]).await.unwrap_err();
     assert!(
-        matches!(&err, tarn::Error::InvalidExpression { expression, .. } if expression.contains("length")),
+        matches!(&err, tarn::Error::InvalidExpression { expression, .. } if expression.contains("RLIKE")),
         "{err}"
     );
     assert_eq!(table.version(), 1);
@@ -779,19 +801,54 @@ async fn generated_columns_hold_both_ways_with_spark() {
     ));
     assert_eq!(rows[0]["n"], rows[0]["right"], "{rows:?}");
 
-    // An expression Tarn cannot compute refuses Tarn's writes, naming it.
-    let dir = root.path().join("generated-cast");
+    // Generated columns calling functions: Tarn computes what Spark does.
+    let dir = root.path().join("generated-functions");
     spark_sql(
         spark,
         &dir,
         &[
-            "CREATE TABLE {t} (id BIGINT, v STRING, day DATE GENERATED ALWAYS AS (CAST('2024-01-01' AS DATE))) USING delta",
+            "CREATE TABLE {t} (id BIGINT, v STRING, ts TIMESTAMP, \
+             day DATE GENERATED ALWAYS AS (CAST(ts AS DATE)), \
+             yr INT GENERATED ALWAYS AS (YEAR(ts)), \
+             tag STRING GENERATED ALWAYS AS (concat(upper(substring(v, 1, 2)), '-', CAST(id AS STRING))), \
+             size INT GENERATED ALWAYS AS (coalesce(length(v), -1))) USING delta",
+            "INSERT INTO {t} (id, v, ts) VALUES (1, 'spark', TIMESTAMP '2021-03-04 23:30:00')",
+        ],
+    );
+    let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
+    let rows = sales_batch(100, 104).project(&[0, 1, 4]).unwrap();
+    let rows = renamed(&rows, "customer", "v");
+    table.append([rows]).await.unwrap();
+    table
+        .update()
+        .filter(col("id").eq(lit(101i64)))
+        .set("v", lit(tarn::expr::Scalar::Null))
+        .execute()
+        .await
+        .unwrap();
+    assert_same_in_spark(spark, &table, &dir, "generated functions").await;
+    let t = tarn_tests::spark::delta_table(&dir);
+    let rows = spark.sql(&format!(
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN day = CAST(ts AS DATE) AND yr = YEAR(ts) \
+         AND tag <=> concat(upper(substring(v, 1, 2)), '-', CAST(id AS STRING)) \
+         AND size = coalesce(length(v), -1) THEN 1 ELSE 0 END) AS right FROM {t}"
+    ));
+    assert_eq!(rows[0]["n"].as_i64(), Some(5), "{rows:?}");
+    assert_eq!(rows[0]["n"], rows[0]["right"], "{rows:?}");
+
+    // An expression Tarn cannot compute refuses Tarn's writes, naming it.
+    let dir = root.path().join("generated-hash");
+    spark_sql(
+        spark,
+        &dir,
+        &[
+            "CREATE TABLE {t} (id BIGINT, v STRING, h STRING GENERATED ALWAYS AS (md5(v))) USING delta",
         ],
     );
     let mut table = Table::open(dir.to_str().unwrap()).await.unwrap();
     let err = table.append([id_rows(0..1, "v")]).await.unwrap_err();
     assert!(
-        matches!(&err, tarn::Error::InvalidExpression { expression, .. } if expression.contains("CAST")),
+        matches!(&err, tarn::Error::InvalidExpression { expression, .. } if expression.contains("md5")),
         "{err}"
     );
 }

@@ -34,6 +34,17 @@ pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<Boo
             found: other.data_type().map(|t| t.to_string()).unwrap_or_default(),
         }),
         Expr::Cmp { op, left, right } => compare(*op, left, right, batch),
+        Expr::Call { .. } => {
+            let array = value(expr, batch)?;
+            array
+                .as_boolean_opt()
+                .cloned()
+                .ok_or_else(|| Error::TypeMismatch {
+                    column: expr.to_string(),
+                    expected: "boolean".into(),
+                    found: array.data_type().to_string(),
+                })
+        }
         Expr::Arith { .. } => Err(Error::TypeMismatch {
             column: expr.to_string(),
             expected: "a boolean predicate".into(),
@@ -115,6 +126,13 @@ fn value(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
     match expr {
         Expr::Arith { op, left, right } => arithmetic(*op, left, right, batch),
         Expr::Column(name) => column(batch, name),
+        Expr::Call { function, args } => {
+            let args = args
+                .iter()
+                .map(|a| value(a, batch))
+                .collect::<Result<Vec<_>>>()?;
+            function.evaluate(&args, batch.num_rows(), &expr.to_string())
+        }
         Expr::Literal(Scalar::Null) => Ok(new_null_array(&ArrowType::Null, batch.num_rows())),
         Expr::Literal(v) => {
             let ty = v

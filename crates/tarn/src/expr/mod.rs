@@ -8,23 +8,28 @@
 //! ```
 
 mod eval;
+mod functions;
 mod prune;
 mod scalar;
 mod sql;
+mod types;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 pub(crate) use eval::{evaluate_predicate, evaluate_value};
+pub use functions::Function;
 pub(crate) use prune::{StatsView, may_match};
 pub use scalar::{Scalar, ValueError};
 pub use sql::parse_sql;
 pub use tarn_index::fts::TextQuery;
+pub(crate) use types::{arithmetic_type, resolve_column};
 
 use tarn_index::fts::FullTextOptions;
 
 use crate::error::{Error, Result};
 use crate::protocol::{DataType, PrimitiveType, StructType};
+use types::{coerce_operand, describe};
 
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -175,6 +180,13 @@ pub enum Expr {
         list: Vec<Scalar>,
         /// `NOT IN`.
         negated: bool,
+    },
+    /// A call of a SQL function (as stored generated columns and constraints use them).
+    Call {
+        /// The function.
+        function: Function,
+        /// Its arguments.
+        args: Vec<Expr>,
     },
     /// A full-text match of a string column (see [`text_match`]). Binding against a
     /// snapshot sets `analyzer` to the column's full-text index's; without one the
@@ -340,6 +352,7 @@ impl Expr {
             }
             Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) => e.collect_columns(out),
             Expr::InList { expr, .. } => expr.collect_columns(out),
+            Expr::Call { args, .. } => args.iter().for_each(|a| a.collect_columns(out)),
             Expr::TextMatch { column, .. } => {
                 out.insert(column.clone());
             }
@@ -474,6 +487,35 @@ impl Expr {
                     Some(P::Boolean),
                 ))
             }
+            Expr::Call { function, args } => {
+                let mut bound = Vec::with_capacity(args.len());
+                let mut types: Vec<Option<PrimitiveType>> = Vec::with_capacity(args.len());
+                for arg in args {
+                    let (e, t) = arg.bind_inner(schema)?;
+                    // Literals take the type of the first typed argument (coalesce).
+                    let e = match (*function, &e) {
+                        (Function::Coalesce, Expr::Literal(_)) => {
+                            let first = types.iter().flatten().next().copied();
+                            coerce_operand(self, first, e, t)?
+                        }
+                        _ => e,
+                    };
+                    types.push(match &e {
+                        Expr::Literal(v) => v.data_type(),
+                        _ => t,
+                    });
+                    bound.push(e);
+                }
+                let ty = function.result_type(&types, &self.to_string())?;
+                let args = bound;
+                Ok((
+                    Expr::Call {
+                        function: *function,
+                        args,
+                    },
+                    ty,
+                ))
+            }
             Expr::TextMatch { column, query, .. } => {
                 let ty = resolve_column(schema, column)?;
                 if ty != &DataType::Primitive(P::String) {
@@ -535,6 +577,13 @@ impl Expr {
                 list: list.clone(),
                 negated: *negated,
             },
+            Expr::Call { function, args } => Expr::Call {
+                function: *function,
+                args: args
+                    .iter()
+                    .map(|a| a.resolve_text_matches(analyzer_of))
+                    .collect::<Result<_>>()?,
+            },
             Expr::Column(_) | Expr::Literal(_) => self.clone(),
         })
     }
@@ -549,39 +598,8 @@ impl Expr {
             | Expr::Or(left, right) => left.has_text_match() || right.has_text_match(),
             Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) => e.has_text_match(),
             Expr::InList { expr, .. } => expr.has_text_match(),
+            Expr::Call { args, .. } => args.iter().any(Expr::has_text_match),
             Expr::Column(_) | Expr::Literal(_) => false,
-        }
-    }
-}
-
-/// The type of `a op b`: integers widen to the wider one, any float gives a double,
-/// decimals only meet decimals of the same type.
-pub(crate) fn arithmetic_type(
-    a: Option<PrimitiveType>,
-    b: Option<PrimitiveType>,
-) -> Option<PrimitiveType> {
-    use PrimitiveType as P;
-    let rank = |t: PrimitiveType| match t {
-        P::Byte => Some(1),
-        P::Short => Some(2),
-        P::Integer => Some(3),
-        P::Long => Some(4),
-        P::Float => Some(5),
-        P::Double => Some(6),
-        _ => None,
-    };
-    match (a?, b?) {
-        (P::Decimal(p1, s1), P::Decimal(p2, s2)) if (p1, s1) == (p2, s2) => {
-            Some(P::Decimal(p1, s1))
-        }
-        (x, y) => {
-            let (rx, ry) = (rank(x)?, rank(y)?);
-            Some(match rx.max(ry) {
-                5 | 6 if rx.min(ry) < 5 || rx.max(ry) == 6 => P::Double,
-                5 => P::Float,
-                _ if rx >= ry => x,
-                _ => y,
-            })
         }
     }
 }
@@ -593,65 +611,6 @@ fn r_cmp(op: CmpOp, left: Expr, right: Expr) -> Expr {
         right: Box::new(right),
     }
 }
-
-/// Converts the right operand to the left one's type where it is a literal.
-fn coerce_operand(
-    left: &Expr,
-    lt: Option<PrimitiveType>,
-    right: Expr,
-    rt: Option<PrimitiveType>,
-) -> Result<Expr> {
-    match (lt, rt, &right) {
-        (Some(l), Some(r), _) if l == r => Ok(right),
-        (_, None, _) | (None, _, _) => Ok(right),
-        (Some(l), Some(r), Expr::Literal(v)) => {
-            v.coerce_to(l)
-                .map(Expr::Literal)
-                .ok_or_else(|| Error::TypeMismatch {
-                    column: left.to_string(),
-                    expected: l.to_string(),
-                    found: format!("{v} ({r})"),
-                })
-        }
-        (Some(l), Some(r), _) => Err(Error::TypeMismatch {
-            column: left.to_string(),
-            expected: l.to_string(),
-            found: format!("{right} ({r})"),
-        }),
-    }
-}
-
-fn describe(ty: Option<PrimitiveType>) -> String {
-    ty.map_or_else(|| "null".to_string(), |t| t.to_string())
-}
-
-/// The type of a column path in a schema.
-pub(crate) fn resolve_column<'a>(
-    schema: &'a StructType,
-    name: &ColumnName,
-) -> Result<&'a DataType> {
-    let unknown = || Error::UnknownColumn {
-        column: name.to_string(),
-        available: schema.field_names(),
-    };
-    let mut fields = schema;
-    let mut found: Option<&DataType> = None;
-    for segment in name.path() {
-        let field = fields.field(segment).ok_or_else(unknown)?;
-        found = Some(&field.data_type);
-        if let DataType::Struct(s) = &field.data_type {
-            fields = s;
-        } else {
-            fields = &EMPTY_STRUCT;
-        }
-    }
-    found.ok_or_else(unknown)
-}
-
-static EMPTY_STRUCT: StructType = StructType {
-    type_name: String::new(),
-    fields: Vec::new(),
-};
 
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -676,6 +635,14 @@ impl fmt::Display for Expr {
             }
             Expr::TextMatch { column, query, .. } => {
                 write!(f, "text_match({column}, {query:?})")
+            }
+            Expr::Call {
+                function: Function::Cast(to),
+                args,
+            } => write!(f, "CAST({} AS {to})", args[0]),
+            Expr::Call { function, args } => {
+                let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+                write!(f, "{function}({})", args.join(", "))
             }
         }
     }

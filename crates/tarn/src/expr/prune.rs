@@ -29,7 +29,7 @@ pub(crate) fn may_match(expr: &Expr, stats: &dyn StatsView) -> bool {
     match expr {
         Expr::Literal(Scalar::Boolean(b)) => *b,
         Expr::Literal(_) => false,
-        Expr::Arith { .. } => true,
+        Expr::Arith { .. } | Expr::Call { .. } => true,
         Expr::Column(c) => may_compare(c, CmpOp::Eq, &Scalar::Boolean(true), stats),
         Expr::And(a, b) => may_match(a, stats) && may_match(b, stats),
         Expr::Or(a, b) => may_match(a, stats) || may_match(b, stats),
@@ -72,7 +72,7 @@ fn may_match_negated(expr: &Expr, stats: &dyn StatsView) -> bool {
     match expr {
         Expr::Literal(Scalar::Boolean(b)) => !*b,
         Expr::Literal(_) => false,
-        Expr::Arith { .. } => true,
+        Expr::Arith { .. } | Expr::Call { .. } => true,
         Expr::Column(c) => may_compare(c, CmpOp::Eq, &Scalar::Boolean(false), stats),
         Expr::Not(e) => may_match(e, stats),
         Expr::And(a, b) => may_match_negated(a, stats) || may_match_negated(b, stats),

@@ -2,11 +2,13 @@
 //! column invariants) into [`Expr`]: comparisons, `AND`/`OR`/`NOT`, `IS [NOT] NULL`,
 //! `[NOT] IN`, `[NOT] BETWEEN`, `+ - * /`, parentheses, columns (dotted, or in
 //! backquotes) and literals (integers, decimals, doubles with a `D` suffix, strings,
-//! `TRUE`/`FALSE`/`NULL`). Anything else, functions above all, is refused with
+//! `TRUE`/`FALSE`/`NULL`), `CAST(x AS type)` and the functions [`Function`] names.
+//! Anything else (other functions, `CASE`, `%`) is refused with
 //! [`Error::InvalidExpression`], never guessed at.
 
-use super::{ArithOp, CmpOp, ColumnName, Expr, Scalar};
+use super::{ArithOp, CmpOp, ColumnName, Expr, Function, Scalar};
 use crate::error::{Error, Result};
+use crate::protocol::PrimitiveType;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -347,10 +349,11 @@ impl Parser<'_> {
             Token::Ident(word) if word.eq_ignore_ascii_case("NULL") => {
                 Ok(Expr::Literal(Scalar::Null))
             }
+            Token::Ident(name) if self.peek() == Some(&Token::LParen) => {
+                self.at += 1;
+                self.call(&name)
+            }
             Token::Ident(name) | Token::Quoted(name) => {
-                if self.peek() == Some(&Token::LParen) {
-                    return Err(self.error(format!("function {name}(...) is not supported")));
-                }
                 let mut path = vec![name];
                 while self.eat(&Token::Dot) {
                     match self.peek().cloned() {
@@ -365,6 +368,91 @@ impl Parser<'_> {
             }
             other => Err(self.error(format!("unexpected {other:?}"))),
         }
+    }
+}
+
+impl Parser<'_> {
+    /// A function call, after its name and `(`: `CAST(x AS type)` or `name(args...)`.
+    fn call(&mut self, name: &str) -> Result<Expr> {
+        if name.eq_ignore_ascii_case("CAST") {
+            let value = self.or()?;
+            self.expect_keyword("AS")?;
+            let to = self.sql_type()?;
+            self.expect(&Token::RParen)?;
+            return Ok(Expr::Call {
+                function: Function::Cast(to),
+                args: vec![value],
+            });
+        }
+        let function = Function::by_name(name)
+            .ok_or_else(|| self.error(format!("function {name}(...) is not supported")))?;
+        let mut args = Vec::new();
+        if !self.eat(&Token::RParen) {
+            loop {
+                args.push(self.or()?);
+                if self.eat(&Token::RParen) {
+                    break;
+                }
+                self.expect(&Token::Comma)?;
+            }
+        }
+        Ok(Expr::Call { function, args })
+    }
+
+    fn expect(&mut self, token: &Token) -> Result<()> {
+        match self.eat(token) {
+            true => Ok(()),
+            false => Err(self.error(format!("expected {token:?}"))),
+        }
+    }
+
+    /// A Spark SQL type name (`INT`, `BIGINT`, `DECIMAL(10, 2)`, `VARCHAR(20)`...).
+    fn sql_type(&mut self) -> Result<PrimitiveType> {
+        use PrimitiveType as P;
+        let Some(Token::Ident(name)) = self.peek().cloned() else {
+            return Err(self.error("expected a type after AS".into()));
+        };
+        self.at += 1;
+        let mut params = Vec::new();
+        if self.eat(&Token::LParen) {
+            loop {
+                match self.peek().cloned() {
+                    Some(Token::Number(n)) => {
+                        self.at += 1;
+                        params.push(
+                            n.parse::<u8>()
+                                .map_err(|_| self.error(format!("{n} is not a type parameter")))?,
+                        );
+                    }
+                    _ => return Err(self.error("expected a type parameter".into())),
+                }
+                if self.eat(&Token::RParen) {
+                    break;
+                }
+                self.expect(&Token::Comma)?;
+            }
+        }
+        let ty = match (name.to_ascii_lowercase().as_str(), params.as_slice()) {
+            ("boolean", []) => P::Boolean,
+            ("tinyint" | "byte", []) => P::Byte,
+            ("smallint" | "short", []) => P::Short,
+            ("int" | "integer", []) => P::Integer,
+            ("bigint" | "long", []) => P::Long,
+            ("float" | "real", []) => P::Float,
+            ("double", []) => P::Double,
+            ("string", []) | ("varchar" | "char", [_]) => P::String,
+            ("binary", []) => P::Binary,
+            ("date", []) => P::Date,
+            ("timestamp" | "timestamp_ltz", []) => P::Timestamp,
+            ("timestamp_ntz", []) => P::TimestampNtz,
+            ("decimal" | "dec" | "numeric", []) => P::Decimal(10, 0),
+            ("decimal" | "dec" | "numeric", [p]) => P::Decimal(*p, 0),
+            ("decimal" | "dec" | "numeric", [p, s]) if (1..=38).contains(p) && s <= p => {
+                P::Decimal(*p, *s as i8)
+            }
+            _ => return Err(self.error(format!("type {name} {params:?} is not one Tarn casts to"))),
+        };
+        Ok(ty)
     }
 }
 
@@ -458,7 +546,9 @@ mod tests {
     #[test]
     fn what_is_not_understood_is_refused_and_named() {
         for bad in [
-            "length(name) > 2",
+            "levenshtein(name, 'x') > 2",
+            "CAST(x AS interval)",
+            "year(ts",
             "id >",
             "id > 0 0",
             "name = 'open",

@@ -163,7 +163,7 @@ fn has_null_literal(expr: &Expr) -> bool {
         Expr::And(a, b) | Expr::Or(a, b) => has_null_literal(a) || has_null_literal(b),
         Expr::Not(e) | Expr::IsNull(e) | Expr::IsNotNull(e) => has_null_literal(e),
         Expr::Cmp { left, right, .. } => has_null_literal(left) || has_null_literal(right),
-        Expr::Arith { .. } => true,
+        Expr::Arith { .. } | Expr::Call { .. } => true,
         Expr::InList { expr, list, .. } => {
             has_null_literal(expr) || list.iter().any(Scalar::is_null)
         }
