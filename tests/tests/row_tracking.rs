@@ -8,11 +8,15 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+
 use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit};
 use tarn::{Snapshot, Table};
 use tarn_tests::fixtures::{sales_batch, sales_schema, snapshot_at};
 use tarn_tests::log::commit_info_at;
+use tarn_tests::rows::read_parquet_file;
 use tarn_tests::spark::{delta_table, spark};
 use tarn_tests::spark_checks::{assert_same_in_spark, assert_tarn_reads_like_spark, spark_sql};
 
@@ -59,6 +63,30 @@ fn assert_ids_unique_under_mark(snapshot: &Snapshot, what: &str) {
     for (base, rows) in &ranges {
         assert!(base + rows - 1 <= mark, "{what}: ids above the mark {mark}");
     }
+}
+
+/// Each row's materialized row id and commit version in the data file at `file`, by id.
+fn materialized_ids(snapshot: &Snapshot, file: &Path) -> BTreeMap<i64, (Option<i64>, Option<i64>)> {
+    let config = &snapshot.metadata().configuration;
+    let column = |key: &str| config[key].clone().unwrap();
+    let id_column = column("delta.rowTracking.materializedRowIdColumnName");
+    let version_column = column("delta.rowTracking.materializedRowCommitVersionColumnName");
+    let mut out = BTreeMap::new();
+    for batch in read_parquet_file(file) {
+        let int = |name: &str| {
+            batch
+                .column_by_name(name)
+                .unwrap_or_else(|| panic!("{file:?} has no column {name}"))
+                .as_primitive::<Int64Type>()
+                .clone()
+        };
+        let (ids, row_ids, versions) = (int("id"), int(&id_column), int(&version_column));
+        for i in 0..batch.num_rows() {
+            let value = |a: &arrow::array::Int64Array| (!a.is_null(i)).then(|| a.value(i));
+            out.insert(ids.value(i), (value(&row_ids), value(&versions)));
+        }
+    }
+    out
 }
 
 async fn tracked_table(dir: &Path) -> Table {
@@ -127,7 +155,7 @@ async fn appends_take_consecutive_ids_above_the_mark() {
 }
 
 #[tokio::test]
-async fn files_kept_keep_their_ids_and_rewrites_take_fresh_ones() {
+async fn rows_kept_and_rewritten_keep_their_ids() {
     let dir = tempfile::tempdir().unwrap();
     let mut table = tracked_table(dir.path()).await;
     table.append([sales_batch(0, 50)]).await.unwrap();
@@ -174,7 +202,9 @@ async fn files_kept_keep_their_ids_and_rewrites_take_fresh_ones() {
         );
     }
 
-    // Copy-on-write: the rewritten file's rows get fresh ids above the mark.
+    // Copy-on-write: the rewritten file takes fresh ids above the mark, and its rows
+    // keep their stable ids and versions in the materialized columns (updated rows
+    // take the update's version: a null there).
     let updated = table
         .update()
         .filter(col("id").gt_eq(lit(90i64)))
@@ -184,21 +214,29 @@ async fn files_kept_keep_their_ids_and_rewrites_take_fresh_ones() {
         .await
         .unwrap();
     let after = row_ranges(table.snapshot());
-    let fresh: Vec<&(i64, i64, i64)> = after
+    let fresh: Vec<(&String, &(i64, i64, i64))> = after
         .iter()
         .filter(|(path, _)| !before.contains_key(*path))
-        .map(|(_, r)| r)
         .collect();
     assert_eq!(fresh.len(), 1, "{after:?}");
-    assert_eq!(fresh[0].0, 100);
-    assert_eq!(fresh[0].2, updated.commit.version);
-    assert_eq!(high_water_mark(table.snapshot()), 100 + fresh[0].1 - 1);
+    let (path, range) = fresh[0];
+    assert_eq!(range.0, 100);
+    assert_eq!(range.2, updated.commit.version);
+    assert_eq!(high_water_mark(table.snapshot()), 100 + range.1 - 1);
     assert_eq!(
         preserved_tag(&table, updated.commit.version)
             .await
             .as_deref(),
-        Some("false")
+        Some("true")
     );
+    let second_append = before.values().find(|r| r.0 == 50).map(|r| r.2).unwrap();
+    let materialized = materialized_ids(table.snapshot(), &dir.path().join(path));
+    assert_eq!(materialized.len(), 50);
+    for (id, (row_id, version)) in &materialized {
+        assert_eq!(*row_id, Some(*id), "row {id}");
+        let expected = (*id < 90).then_some(second_append);
+        assert_eq!(*version, expected, "row {id}");
+    }
     assert_ids_unique_under_mark(table.snapshot(), "after the update");
 
     // A checkpoint keeps every file's ids.
@@ -348,11 +386,12 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
         .execute()
         .await
         .unwrap();
-    table
+    let merged = table
         .merge([rows(105, 115)])
         .on(["id"])
         .when_matched_update_all(None)
         .when_not_matched_insert_all(None)
+        .strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -368,15 +407,20 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
     let ids = spark_row_ids(&dir);
     assert_spark_ids_distinct(&ids, "spark and tarn");
     assert_eq!(ids.len(), 20 - 2 + 15 + 5);
-    // Rows Tarn kept in place keep the ids Spark gave them.
-    for id in [0, 1, 2, 10, 19] {
+    // Every row Spark wrote keeps its id and version, whether Tarn left its file alone,
+    // gave it a deletion vector or rewrote it (copy-on-write).
+    for id in (0..20).filter(|id| ![5, 6].contains(id)) {
         assert_eq!(ids[&id], spark_ids[&id], "row {id}");
     }
-    // Rows Tarn appended and did not touch since: ids above Spark's old mark, in order,
-    // and the version Tarn committed them in.
-    for id in 100..105 {
+    // Rows Tarn appended: ids above Spark's old mark, in order, kept through the merge's
+    // rewrite; the version is the append's, or the merge's for the rows it updated.
+    for id in 100..110 {
         assert_eq!(ids[&id].0, mark + 1 + (id - 100), "row {id}");
-        assert_eq!(ids[&id].1, appended.commit.version, "row {id}");
+        let version = match id < 105 {
+            true => appended.commit.version,
+            false => merged.commit.version,
+        };
+        assert_eq!(ids[&id].1, version, "row {id}");
     }
     // Spark's late rows come after every id Tarn handed out.
     let tarn_max = ids
@@ -403,6 +447,25 @@ async fn tables_tarn_tracks_read_their_ids_in_spark_and_take_spark_writes() {
             first.commit.version
         } else {
             first.commit.version + 1
+        };
+        assert_eq!(*version, expected, "row {id}");
+    }
+    // Tarn rewrites rows: they keep their ids in Spark's eyes.
+    let updated = table
+        .update()
+        .filter(col("id").lt(lit(3i64)))
+        .set("customer", lit("tarn"))
+        .strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    let kept = spark_row_ids(&dir);
+    for (id, (row_id, version)) in &kept {
+        assert_eq!(row_id, id, "Spark's row id of row {id} after Tarn's update");
+        let expected = match *id {
+            0..3 => updated.commit.version,
+            3..30 => first.commit.version,
+            _ => first.commit.version + 1,
         };
         assert_eq!(*version, expected, "row {id}");
     }

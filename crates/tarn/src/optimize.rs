@@ -248,6 +248,7 @@ impl OptimizeBuilder<'_> {
                     capture: capture.clone(),
                     file_per_batch: false,
                     change_data: false,
+                    hidden: Vec::new(),
                     // Compaction moves rows that met the constraints when written.
                     checks: Checks::default(),
                 },

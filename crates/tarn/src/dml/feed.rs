@@ -108,6 +108,7 @@ pub(crate) async fn write_feed(
         // Deleted rows and old images need not meet today's constraints.
         checks: Checks::default(),
         change_data: true,
+        hidden: Vec::new(),
     };
     let written = write_files(
         snapshot.location(),

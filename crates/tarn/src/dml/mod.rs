@@ -16,6 +16,7 @@ mod delete;
 mod feed;
 mod merge;
 mod rewrite;
+mod row_ids;
 mod update;
 
 use std::time::{Duration, Instant};
@@ -307,6 +308,7 @@ pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWrit
         capture: InlineSegments::of(snapshot)?.columns(),
         file_per_batch: false,
         change_data: false,
+        hidden: Vec::new(),
         checks: Checks::of(snapshot.metadata(), snapshot.schema())?,
     })
 }

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
-use arrow::compute::{filter_record_batch, not};
+use arrow::compute::{concat_batches, filter_record_batch, not};
 use futures::{StreamExt, TryStreamExt};
 
 use super::DmlMetrics;
 use super::feed::{Feed, write_feed};
+use super::row_ids::RowIds;
 use crate::error::{Error, Result};
 use crate::index::InlineSegments;
 use crate::protocol::Add;
@@ -32,6 +33,9 @@ pub(crate) struct ChunkChange {
     /// Rows written in the file's new version in place of those that went (updated
     /// rows), in the table's schema.
     pub(crate) replacement: Vec<RecordBatch>,
+    /// For each replacement row (across the batches, in order), the chunk row it
+    /// replaces, so an updated row keeps its row id.
+    pub(crate) replaced: Vec<u32>,
     /// Source rows the chunk matched (MERGE), to find ambiguous and unmatched ones.
     pub(crate) matched_sources: Vec<u32>,
     /// Rows deleted outright.
@@ -56,6 +60,8 @@ pub(crate) struct FileRewrite {
     pub(crate) rows_updated: u64,
     /// The change data feed of the file's changes.
     pub(crate) feed: Feed,
+    /// Whether the rows copied and updated into the new version kept their row ids.
+    pub(crate) kept_row_ids: bool,
 }
 
 /// Rewrites `files` of `snapshot` by `decide`, several at once, and returns what each
@@ -89,7 +95,17 @@ async fn rewrite_file(
     options: &FileWriteOptions,
     decide: &Decide,
 ) -> Result<FileRewrite> {
-    let mut chunks = stream_file(snapshot, &add).await?;
+    // Tables that materialize row ids read and write them beside the rows.
+    let mut row_ids = RowIds::of(snapshot, &add).await?;
+    let hidden = row_ids
+        .as_ref()
+        .map(|r| r.fields().to_vec())
+        .unwrap_or_default();
+    let mut chunks = stream_file(snapshot, &add, &hidden).await?;
+    let options = &FileWriteOptions {
+        hidden: hidden.clone(),
+        ..options.clone()
+    };
     let mut out = FileRewrite {
         add,
         written: None,
@@ -97,17 +113,25 @@ async fn rewrite_file(
         rows_deleted: 0,
         rows_updated: 0,
         feed: Feed::new(),
+        kept_row_ids: row_ids.is_some(),
     };
     // Rows kept before the first change: unwritten until the file turns out to change.
     let mut pending: Vec<RecordBatch> = Vec::new();
     let mut writer: Option<StreamWriter> = None;
     while let Some(chunk) = chunks.try_next().await? {
+        let (chunk, ids) = match row_ids.as_mut() {
+            Some(r) => {
+                let (chunk, ids) = r.split(chunk)?;
+                (chunk, Some(ids))
+            }
+            None => (chunk, None),
+        };
         let change = decide(&chunk)?;
         out.rows_deleted += change.rows_deleted;
         out.rows_updated += change.rows_updated;
         out.matched_sources.extend(change.matched_sources);
         out.feed.extend(change.feed);
-        let kept = match &change.deleted {
+        let keep = match &change.deleted {
             Some(mask) if mask.true_count() > 0 => {
                 if writer.is_none() {
                     let mut w = StreamWriter::start(
@@ -121,18 +145,40 @@ async fn rewrite_file(
                     }
                     writer = Some(w);
                 }
-                let keep = not(mask).map_err(Error::arrow("rewriting a file"))?;
-                filter_record_batch(&chunk, &keep).map_err(Error::arrow("rewriting a file"))?
+                Some(not(mask).map_err(Error::arrow("rewriting a file"))?)
             }
-            _ => chunk,
+            _ => None,
+        };
+        let kept = match &keep {
+            Some(keep) => {
+                filter_record_batch(&chunk, keep).map_err(Error::arrow("rewriting a file"))?
+            }
+            None => chunk,
         };
         // Generated columns of rewritten rows follow their new values.
-        let (replacement, _) = prepare_batches(
+        let (mut replacement, _) = prepare_batches(
             snapshot.schema(),
             snapshot.partition_columns(),
             &without_generated(snapshot.schema(), &change.replacement),
             SchemaMode::Strict,
         )?;
+        let kept = match &ids {
+            Some(ids) => {
+                let fields = &hidden;
+                let updated = match replacement.is_empty() {
+                    true => Vec::new(),
+                    false => {
+                        let rows = concat_batches(&replacement[0].schema(), &replacement)
+                            .map_err(Error::arrow("rewriting a file"))?;
+                        out.kept_row_ids &= change.replaced.len() == rows.num_rows();
+                        vec![ids.updated(&rows, &change.replaced, fields)?]
+                    }
+                };
+                replacement = updated;
+                ids.kept(&kept, keep.as_ref(), fields)?
+            }
+            None => kept,
+        };
         let batches = std::iter::once(kept)
             .chain(replacement)
             .filter(|b| b.num_rows() > 0);
@@ -175,6 +221,7 @@ pub(crate) async fn commit_rewrites(
         let Some(written) = rewrite.written else {
             continue;
         };
+        txn.note_row_ids_kept(rewrite.kept_row_ids);
         txn.remove_file(rewrite.add.into_remove(now_ms));
         metrics.files_removed += 1;
         all.rows += written.rows;

@@ -286,10 +286,14 @@ impl UpdateBuilder<'_> {
                     ],
                     false => Feed::new(),
                 };
+                let replaced = (0..chunk.num_rows() as u32)
+                    .filter(|i| mask.value(*i as usize))
+                    .collect();
                 Ok(ChunkChange {
                     rows_updated: matched.num_rows() as u64,
                     deleted: Some(mask),
                     replacement: vec![new],
+                    replaced,
                     feed,
                     ..Default::default()
                 })

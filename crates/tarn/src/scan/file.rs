@@ -323,7 +323,13 @@ pub(super) async fn read_file(
 }
 
 /// The deletion vector of `add`, loaded and checked, if it has one.
-async fn load_deletion_vector_of(snapshot: &Snapshot, add: &Add) -> Result<Option<RoaringTreemap>> {
+/// The deletion vector of `add`, if it has one.
+///
+/// Fails when the vector cannot be read or is corrupt.
+pub(crate) async fn load_deletion_vector_of(
+    snapshot: &Snapshot,
+    add: &Add,
+) -> Result<Option<RoaringTreemap>> {
     match &add.deletion_vector {
         Some(dv) => deletion_vector_of(snapshot, dv).await.map(Some),
         None => Ok(None),

@@ -20,7 +20,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 pub use count::CountOutcome;
-pub(crate) use file::{FileRows, read_file_rows, read_file_rows_of};
+pub(crate) use file::{FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of};
 pub use min_max::MinMaxOutcome;
 
 use crate::conform::{Source, conform, find_field};
@@ -358,13 +358,44 @@ impl Scan {
     }
 }
 
-/// Every live row of one data file, all columns in the table's logical schema, as a
-/// stream of batches decoded as it is polled (deleted rows skipped): what a
-/// copy-on-write rewrite streams through.
+/// Every live row of one data file, all columns in the table's logical schema and then
+/// the `hidden` columns (outside the schema, read by name; null where the file lacks
+/// them), as a stream of batches decoded as it is polled (deleted rows skipped, the
+/// rest in file order): what a copy-on-write rewrite streams through.
 ///
 /// Fails as [`Scan::execute`] does for one file.
-pub(crate) async fn stream_file(snapshot: &Snapshot, add: &Add) -> Result<RecordBatchStream> {
-    let ctx = Arc::new(snapshot.scan().with_batch_size(64 * 1024).context()?);
+pub(crate) async fn stream_file(
+    snapshot: &Snapshot,
+    add: &Add,
+    hidden: &[StructField],
+) -> Result<RecordBatchStream> {
+    let mut ctx = snapshot.scan().with_batch_size(64 * 1024).context()?;
+    if !hidden.is_empty() {
+        ctx.read_fields.extend(hidden.iter().cloned());
+        let extra: Vec<arrow::datatypes::FieldRef> = hidden
+            .iter()
+            .map(|f| {
+                Arc::new(arrow::datatypes::Field::new(
+                    &f.name,
+                    f.data_type.to_arrow(),
+                    true,
+                ))
+            })
+            .collect();
+        let widen = |schema: &SchemaRef| {
+            let fields: Vec<_> = schema
+                .fields()
+                .iter()
+                .cloned()
+                .chain(extra.clone())
+                .collect();
+            Arc::new(Schema::new(fields))
+        };
+        ctx.read_schema = widen(&ctx.read_schema);
+        ctx.output_schema = widen(&ctx.output_schema);
+        ctx.output.extend(hidden.iter().map(|f| f.name.clone()));
+    }
+    let ctx = Arc::new(ctx);
     let partitions = ctx.partition_values(add)?;
     let planned = PlannedFile {
         add: add.clone(),

@@ -36,5 +36,5 @@ pub(crate) use checkpoint::checkpoint;
 pub use commit_info::ENGINE_INFO;
 pub use policy::{IsolationLevel, RetryPolicy};
 pub(crate) use put::commit_create;
-pub(crate) use row_tracking::name_materialized_columns;
+pub(crate) use row_tracking::{materialized_fields, name_materialized_columns};
 pub use transaction::{CommitOutcome, Transaction};

@@ -15,7 +15,9 @@ use crate::paths;
 use crate::properties::{
     MATERIALIZED_ROW_COMMIT_VERSION_COLUMN, MATERIALIZED_ROW_ID_COLUMN, TableProperties,
 };
-use crate::protocol::{Action, Add, DomainMetadata, Metadata};
+use crate::protocol::{
+    Action, Add, DataType, DomainMetadata, Metadata, PrimitiveType, StructField,
+};
 use crate::snapshot::Snapshot;
 
 /// The metadata domain holding the high-water mark.
@@ -46,6 +48,20 @@ pub(crate) fn name_materialized_columns(metadata: &mut Metadata) {
                 .insert(key.into(), Some(format!("{prefix}{}", Uuid::new_v4())));
         }
     }
+}
+
+/// The hidden columns (64-bit integers) holding materialized row ids and commit versions,
+/// when the table tracks rows (`delta.enableRowTracking`) and has named them.
+pub(crate) fn materialized_fields(metadata: &Metadata) -> Option<Vec<StructField>> {
+    if !TableProperties::new(metadata).row_tracking() {
+        return None;
+    }
+    let name = |key: &str| metadata.configuration.get(key).cloned().flatten();
+    let long = DataType::Primitive(PrimitiveType::Long);
+    Some(vec![
+        StructField::new(name(MATERIALIZED_ROW_ID_COLUMN)?, long.clone(), true),
+        StructField::new(name(MATERIALIZED_ROW_COMMIT_VERSION_COLUMN)?, long, true),
+    ])
 }
 
 /// The highest row id `base` has handed out; -1 before the first.
@@ -85,8 +101,9 @@ fn supported(base: &Snapshot, actions: &[Action]) -> bool {
 
 /// Gives the `add` and `remove` actions of a commit at `version` on `base` their row ids
 /// and commit versions and appends the raised high-water mark, when the table tracks
-/// rows. Returns `None` when it does not, else whether the stable ids of every copied row
-/// were kept (no file was both removed and rewritten), for the `commitInfo` tag.
+/// rows. Returns `None` when it does not, else whether the stable ids of every copied or
+/// updated row were kept, for the `commitInfo` tag: as `kept` says when the writer said,
+/// else only when the commit copied no rows (it did not both remove and add files).
 ///
 /// A commit that turns `delta.enableRowTracking` on first recommits (without a data
 /// change) every live file that has no `baseRowId`, as the protocol requires.
@@ -97,6 +114,7 @@ pub(crate) fn assign(
     base: &Snapshot,
     actions: &mut Vec<Action>,
     version: i64,
+    kept: Option<bool>,
 ) -> Result<Option<bool>> {
     if !supported(base, actions) {
         return Ok(None);
@@ -142,7 +160,7 @@ pub(crate) fn assign(
             removed: false,
         }));
     }
-    Ok(Some(!(fresh && removed)))
+    Ok(Some(!(fresh && removed) || kept == Some(true)))
 }
 
 /// Tags a `commitInfo` with whether the commit kept the stable row ids of the rows it

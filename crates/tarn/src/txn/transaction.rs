@@ -20,13 +20,15 @@ use super::{group, ict, row_tracking};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
-use crate::log::{CommitFile, ProposalRef, list_log, read_commits};
+use crate::log::ProposalRef;
 use crate::paths;
 use crate::protocol::features::{ensure_appends_only, ensure_writable};
 use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX;
 use crate::protocol::{Action, Add, DomainMetadata, Metadata, Remove, Txn};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
+
+mod read_only;
 
 /// Commits in a row that lost a race after which a commit publishes its group-commit
 /// proposal beside its first PUT.
@@ -93,6 +95,9 @@ pub struct Transaction {
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
     dv_changes: Vec<DvChange>,
+    /// Whether the rows this transaction copies or updates keep their row ids (`None`:
+    /// it did not say).
+    row_ids_kept: Option<bool>,
 }
 
 impl Transaction {
@@ -110,7 +115,14 @@ impl Transaction {
             retry: RetryPolicy::default(),
             clock: Arc::new(SystemClock),
             dv_changes: Vec::new(),
+            row_ids_kept: None,
         }
+    }
+
+    /// Records whether the rows this transaction copies or updates keep their stable row
+    /// ids (row tracking's `delta.rowTracking.preserved` tag); all must, for it to say so.
+    pub(crate) fn note_row_ids_kept(&mut self, kept: bool) {
+        self.row_ids_kept = Some(self.row_ids_kept.unwrap_or(true) && kept);
     }
 
     /// Records that this transaction changes `add` through a deletion vector: `before` is
@@ -471,7 +483,9 @@ impl Transaction {
                 ict::record_enablement(&base, &mut all_actions, version, timestamp);
             }
             all_actions.extend(carried.actions.iter().cloned());
-            if let Some(kept) = row_tracking::assign(&base, &mut all_actions, version)? {
+            if let Some(kept) =
+                row_tracking::assign(&base, &mut all_actions, version, self.row_ids_kept)?
+            {
                 row_tracking::tag(&mut info, kept);
             }
             let body = encode_commit(&info, &all_actions)?;
@@ -646,54 +660,5 @@ impl Transaction {
         }
         let store = Arc::clone(self.snapshot.location().store());
         group::forget(store, paths);
-    }
-
-    /// A read-only transaction: under `StrictSerializable`, its reads must still hold at
-    /// the newest version.
-    async fn validate_read_only(self) -> Result<CommitOutcome> {
-        let mut snapshot = self.snapshot.clone();
-        if self.isolation == IsolationLevel::StrictSerializable && !self.reads.is_empty() {
-            let location = snapshot.location();
-            let listing = list_log(
-                location.store().as_ref(),
-                location.root(),
-                snapshot.version() + 1,
-            )
-            .await?;
-            let commits: Vec<CommitFile> = listing
-                .commits
-                .iter()
-                .map(|(v, meta)| CommitFile {
-                    version: *v,
-                    meta: meta.clone(),
-                })
-                .collect();
-            let no_paths = BTreeSet::new();
-            let ours = Ours {
-                isolation: self.isolation,
-                reads: &self.reads,
-                actions: &[],
-                dv_paths: &no_paths,
-            };
-            let bodies = read_commits(location.store().as_ref(), &commits).await?;
-            for (commit, actions) in commits.iter().zip(bodies) {
-                let winner = WinningCommit {
-                    version: commit.version,
-                    actions,
-                };
-                check(&ours, &snapshot, &winner)?;
-                let ts = commit_timestamp(&winner.actions)
-                    .unwrap_or_else(|| commit.meta.last_modified.timestamp_millis());
-                snapshot = snapshot.with_commit(commit.version, ts, winner.actions)?;
-            }
-        }
-        Ok(CommitOutcome {
-            version: self.snapshot.version(),
-            attempts: 0,
-            txn_id: String::new(),
-            rebased_over: Vec::new(),
-            checkpoint: None,
-            snapshot,
-        })
     }
 }

@@ -323,6 +323,7 @@ impl WriteBuilder<'_> {
             capture: capture.clone(),
             file_per_batch: false,
             change_data: false,
+            hidden: Vec::new(),
             checks,
         };
         let files = write_files(

@@ -62,6 +62,9 @@ pub(crate) struct FileWriteOptions {
     pub(crate) checks: super::Checks,
     /// Whether the files are change data (`_change_data/cdc-...`), not data files.
     pub(crate) change_data: bool,
+    /// Columns outside the table's schema written after its columns, without statistics
+    /// (row tracking's materialized row ids); null where a batch lacks them.
+    pub(crate) hidden: Vec<StructField>,
 }
 
 /// One encoded data file, ready to upload.
@@ -385,8 +388,16 @@ pub(super) fn encode(
         .cloned()
         .collect();
     let data_struct = StructType::new(data_fields);
+    let file_struct = StructType::new(
+        data_struct
+            .fields
+            .iter()
+            .chain(&options.hidden)
+            .cloned()
+            .collect(),
+    );
     // Under column mapping, files hold physical names (and field ids).
-    let data_schema: SchemaRef = Arc::new(physical_schema(&data_struct));
+    let data_schema: SchemaRef = Arc::new(physical_schema(&file_struct));
     let capture: Vec<String> = options
         .capture
         .iter()
@@ -400,7 +411,7 @@ pub(super) fn encode(
     for batch in batches {
         options.checks.verify(&batch)?;
         for (key, values, part) in
-            split_partitions(&batch, partition_columns, &data_struct, &data_schema)?
+            split_partitions(&batch, partition_columns, &file_struct, &data_schema)?
         {
             let mut offset = 0;
             while offset < part.num_rows() {
@@ -569,16 +580,23 @@ fn split_partitions(
     data_struct: &StructType,
     data_schema: &SchemaRef,
 ) -> Result<Vec<PartitionGroup>> {
-    let data_indices: Vec<usize> = data_struct
+    let data_indices: Vec<Option<usize>> = data_struct
         .fields
         .iter()
-        .filter_map(|f| batch.schema().index_of(&f.name).ok())
+        .map(|f| batch.schema().index_of(&f.name).ok())
         .collect();
     let project = |b: &RecordBatch| -> Result<RecordBatch> {
         let columns = data_indices
             .iter()
             .zip(data_schema.fields())
-            .map(|(i, field)| relabel(b.column(*i), field.data_type()))
+            .map(|(i, field)| match i {
+                Some(i) => relabel(b.column(*i), field.data_type()),
+                // Only hidden columns may be missing: the batch was conformed.
+                None => Ok(arrow::array::new_null_array(
+                    field.data_type(),
+                    b.num_rows(),
+                )),
+            })
             .collect::<Result<Vec<_>>>()?;
         RecordBatch::try_new_with_options(
             Arc::clone(data_schema),

@@ -56,6 +56,7 @@ impl Transaction {
                 capture: capture.clone(),
                 file_per_batch: true,
                 change_data: false,
+                hidden: Vec::new(),
                 checks: Checks::of(snapshot.metadata(), snapshot.schema())?,
             },
         )

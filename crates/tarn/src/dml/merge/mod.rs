@@ -497,6 +497,7 @@ fn change_target(
                     change.feed.push((new.clone(), ChangeKind::UpdatePostimage));
                 }
                 change.replacement.push(new);
+                change.replaced.extend(&chosen);
                 change.rows_updated += chosen.len() as u64;
             } else {
                 if cdf {
