@@ -249,6 +249,114 @@ async fn rows_kept_and_rewritten_keep_their_ids() {
     );
 }
 
+/// Every live row's stable row id and commit version, by id, from files without
+/// deletion vectors: the materialized value, else the file's base id plus the row's
+/// position and its default version.
+fn stable_ids(snapshot: &Snapshot, dir: &Path) -> BTreeMap<i64, (i64, i64)> {
+    let mut out = BTreeMap::new();
+    for add in snapshot.files() {
+        assert!(
+            add.deletion_vector.is_none(),
+            "{} has a deletion vector",
+            add.path
+        );
+        let materialized = materialized_ids(snapshot, &dir.join(&add.path));
+        let mut position = 0;
+        for batch in read_parquet_file(&dir.join(&add.path)) {
+            let ids = batch
+                .column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone();
+            for i in 0..batch.num_rows() {
+                let id = ids.value(i);
+                let (row_id, version) = materialized[&id];
+                let row_id = row_id.unwrap_or(add.base_row_id.unwrap() + position);
+                let version = version.unwrap_or(add.default_row_commit_version.unwrap());
+                assert!(
+                    out.insert(id, (row_id, version)).is_none(),
+                    "row {id} twice"
+                );
+                position += 1;
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn merge_on_read_changes_and_compaction_keep_row_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = tracked_table(dir.path()).await;
+    let first = table
+        .append([sales_batch(0, 50)])
+        .await
+        .unwrap()
+        .commit
+        .version;
+    let second = table
+        .append([sales_batch(50, 100)])
+        .await
+        .unwrap()
+        .commit
+        .version;
+    let updated = table
+        .update()
+        .filter(col("id").gt_eq(lit(10i64)).and(col("id").lt(lit(20i64))))
+        .set("customer", lit("updated"))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap()
+        .commit
+        .version;
+    let source = sales_batch(60, 65);
+    let merged = table
+        .merge([source, sales_batch(200, 203)])
+        .on(["id"])
+        .when_matched_update_all(None)
+        .when_not_matched_insert_all(None)
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap()
+        .commit
+        .version;
+    for version in [updated, merged] {
+        assert_eq!(
+            preserved_tag(&table, version).await.as_deref(),
+            Some("true"),
+            "version {version}"
+        );
+    }
+    let compacted = table.optimize().execute().await.unwrap();
+    assert!(compacted.files_removed > 2, "{compacted:?}");
+    let version = compacted.commit.version;
+    assert_eq!(
+        preserved_tag(&table, version).await.as_deref(),
+        Some("true")
+    );
+    assert_ids_unique_under_mark(table.snapshot(), "after compaction");
+
+    let ids = stable_ids(table.snapshot(), dir.path());
+    assert_eq!(ids.len(), 103);
+    for (id, (row_id, row_version)) in &ids {
+        let expected = match *id {
+            10..20 => updated,
+            60..65 | 200.. => merged,
+            0..50 => first,
+            _ => second,
+        };
+        assert_eq!(*row_version, expected, "row {id}");
+        if *id < 100 {
+            assert_eq!(row_id, id, "row {id}");
+        } else {
+            // Inserted by the merge: fresh ids above the appends', kept by compaction.
+            assert!((100..200).contains(row_id), "row {id}: {row_id}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_appends_never_share_an_id_and_never_conflict() {
     let dir = tempfile::tempdir().unwrap();
@@ -395,6 +503,17 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
         .execute()
         .await
         .unwrap();
+    // A merge-on-read update and a compaction keep every id too.
+    let mor = table
+        .update()
+        .filter(col("id").eq(lit(7i64)))
+        .set("customer", lit("tarn-mor"))
+        .strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    let compacted = table.optimize().execute().await.unwrap();
+    assert!(compacted.files_removed > 1, "{compacted:?}");
     spark_sql(
         spark,
         &dir,
@@ -408,9 +527,15 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
     assert_spark_ids_distinct(&ids, "spark and tarn");
     assert_eq!(ids.len(), 20 - 2 + 15 + 5);
     // Every row Spark wrote keeps its id and version, whether Tarn left its file alone,
-    // gave it a deletion vector or rewrote it (copy-on-write).
+    // gave it a deletion vector, rewrote it (copy-on-write) or compacted it; the row Tarn
+    // updated keeps its id and takes the update's version.
     for id in (0..20).filter(|id| ![5, 6].contains(id)) {
-        assert_eq!(ids[&id], spark_ids[&id], "row {id}");
+        assert_eq!(ids[&id].0, spark_ids[&id].0, "row {id}");
+        let version = match id {
+            7 => mor.commit.version,
+            _ => spark_ids[&id].1,
+        };
+        assert_eq!(ids[&id].1, version, "row {id}");
     }
     // Rows Tarn appended: ids above Spark's old mark, in order, kept through the merge's
     // rewrite; the version is the append's, or the merge's for the rows it updated.

@@ -7,12 +7,13 @@
 //! deleted rows never come back.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
 
-use crate::dml::read_candidates;
+use crate::dml::{copied_rows, hidden_fields, read_candidates};
 use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::index::InlineSegments;
@@ -188,6 +189,7 @@ impl OptimizeBuilder<'_> {
         let now = table.clock().now_ms();
         let inline = InlineSegments::of(&snapshot)?;
         let capture = inline.columns();
+        let hidden = hidden_fields(&snapshot);
         let (mut added, mut captured) = (Vec::new(), Vec::new());
         for (_, files) in partitions {
             let heavy = |a: &Add| {
@@ -215,12 +217,20 @@ impl OptimizeBuilder<'_> {
                 continue;
             }
             let read = read_candidates(&snapshot, &candidates).await?;
-            let batches: Vec<RecordBatch> = read
-                .iter()
-                .map(|(_, r)| r.batch.clone())
-                .filter(|b| b.num_rows() > 0)
-                .collect();
-            let mut batch = concat_batches(snapshot.arrow_schema(), &batches)
+            // Compacted rows keep their row ids when the table keeps them.
+            let mut batches: Vec<RecordBatch> = Vec::with_capacity(read.len());
+            for (_, rows) in read.iter().filter(|(_, r)| r.batch.num_rows() > 0) {
+                let (batch, kept) = copied_rows(rows, &hidden)?;
+                if !hidden.is_empty() {
+                    txn.note_row_ids_kept(kept);
+                }
+                batches.push(batch);
+            }
+            let schema = batches
+                .first()
+                .map(|b| b.schema())
+                .unwrap_or_else(|| Arc::clone(snapshot.arrow_schema()));
+            let mut batch = concat_batches(&schema, &batches)
                 .map_err(Error::arrow("gathering rows to optimize"))?;
             if !sort_by.is_empty() && batch.num_rows() > 0 {
                 let columns: Vec<SortColumn> = sort_by
@@ -248,7 +258,7 @@ impl OptimizeBuilder<'_> {
                     capture: capture.clone(),
                     file_per_batch: false,
                     change_data: false,
-                    hidden: Vec::new(),
+                    hidden: hidden.clone(),
                     // Compaction moves rows that met the constraints when written.
                     checks: Checks::default(),
                 },

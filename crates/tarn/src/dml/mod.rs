@@ -45,6 +45,7 @@ use crate::write::{
     without_generated, write_files,
 };
 pub(crate) use feed::{ChangeKind, Feed, records_feed};
+pub(crate) use row_ids::{copied_rows, hidden_fields};
 
 /// Candidate files read at once.
 const READ_CONCURRENCY: usize = 8;
@@ -141,7 +142,7 @@ pub(crate) async fn read_candidates(
     let shares = shares_for(files.len());
     futures::stream::iter(files.iter().cloned())
         .map(|add| {
-            let scan = snapshot.scan();
+            let scan = row_ids::scan_with_ids(snapshot);
             crate::tasks::spawn("reading a data file", async move {
                 let rows = read_file_rows_of(&scan, &add, None, shares).await?;
                 Ok((add, rows))
@@ -183,7 +184,7 @@ pub(crate) async fn read_planned(
         .iter()
         .map(|a| (a.clone(), plan.rows_of(snapshot, a).cloned()))
         .collect();
-    read_selected(&snapshot.scan(), files).await
+    read_selected(&row_ids::scan_with_ids(snapshot), files).await
 }
 
 /// Rewrites, by copy-on-write, the planned files whose rows `decide` changes (nothing
@@ -267,6 +268,7 @@ pub(crate) async fn exact_deletions(
                 positions: Vec::new(),
                 physical_rows: physical,
                 deleted_before: before,
+                ids: None,
             },
         });
     }
@@ -322,6 +324,16 @@ pub(crate) async fn write_rows(
     rows: Vec<RecordBatch>,
     now_ms: i64,
 ) -> Result<WrittenFiles> {
+    // Updated rows may bring their row ids: set aside while the rows are checked (one
+    // batch out per non-empty batch in).
+    let hidden = row_ids::hidden_fields(snapshot);
+    let (rows, ids): (Vec<RecordBatch>, Vec<_>) = rows
+        .into_iter()
+        .filter(|b| b.num_rows() > 0)
+        .map(|b| row_ids::set_aside(b, &hidden))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     // Generated columns of updated and inserted rows follow their values.
     let (batches, _) = prepare_batches(
         snapshot.schema(),
@@ -329,12 +341,21 @@ pub(crate) async fn write_rows(
         &without_generated(snapshot.schema(), &rows),
         SchemaMode::Strict,
     )?;
+    let batches = batches
+        .iter()
+        .zip(ids)
+        .map(|(b, ids)| row_ids::put_back(b, &hidden, ids))
+        .collect::<Result<Vec<_>>>()?;
+    let options = FileWriteOptions {
+        hidden,
+        ..write_options(snapshot, now_ms)?
+    };
     write_files(
         snapshot.location(),
         snapshot.schema(),
         snapshot.partition_columns(),
         batches,
-        &write_options(snapshot, now_ms)?,
+        &options,
         None,
     )
     .await

@@ -175,7 +175,7 @@ async fn rewrite_file(
                     }
                 };
                 replacement = updated;
-                ids.kept(&kept, keep.as_ref(), fields)?
+                ids.copied(&kept, keep.as_ref(), fields)?
             }
             None => kept,
         };

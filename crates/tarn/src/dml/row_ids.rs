@@ -1,36 +1,85 @@
-//! Row tracking through copy-on-write rewrites: the rows a rewrite copies keep their
-//! stable row ids and commit versions, and the rows it updates keep their ids, written to
-//! the table's materialized columns (`delta.rowTracking.materialized*ColumnName`) of the
-//! file's new version. A row's stable id is its materialized id when the old file has
-//! one, else the file's `baseRowId` plus the row's position; its stable commit version
-//! likewise falls back to the file's `defaultRowCommitVersion`. Updated rows get a null
-//! commit version: they take the version of the commit that writes them.
+//! Row tracking through copy-on-write rewrites: a rewrite streams a file chunk by chunk,
+//! and each chunk's stable row ids (see [`StableIds`]) follow its rows into the file's new
+//! version: copied rows keep their ids and commit versions, updated rows their ids.
 
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, new_null_array};
-use arrow::compute::{filter, take};
-use arrow::datatypes::{DataType as ArrowType, Field, Int64Type, Schema};
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
 
 use crate::error::{Error, Result};
 use crate::protocol::{Add, StructField};
-use crate::scan::load_deletion_vector_of;
+use crate::scan::{FileRows, Scan, StableIds, load_deletion_vector_of, with_row_ids};
 use crate::snapshot::Snapshot;
 
-/// The stable ids and commit versions of the rows of one file, as a rewrite reads them.
+/// The materialized row-id columns of the table, when it keeps them (else none).
+pub(crate) fn hidden_fields(snapshot: &Snapshot) -> Vec<StructField> {
+    crate::txn::materialized_fields(snapshot.metadata()).unwrap_or_default()
+}
+
+/// A scan of every column that also reads the materialized row ids, when the table
+/// keeps them, so changed rows can keep theirs.
+pub(crate) fn scan_with_ids(snapshot: &Snapshot) -> Scan {
+    snapshot.scan().with_hidden(hidden_fields(snapshot))
+}
+
+/// The rows read of a file, copied whole (compaction): with their stable row ids and
+/// commit versions appended as `fields` (nulls, so fresh ids, where the file has none),
+/// and whether they kept them. Without `fields` (a table that keeps no ids), the rows.
+pub(crate) fn copied_rows(rows: &FileRows, fields: &[StructField]) -> Result<(RecordBatch, bool)> {
+    if fields.is_empty() {
+        return Ok((rows.batch.clone(), false));
+    }
+    match &rows.ids {
+        Some(ids) => Ok((ids.copied(&rows.batch, None, fields)?, true)),
+        None => {
+            let n = rows.batch.num_rows();
+            let null = || new_null_array(&arrow::datatypes::DataType::Int64, n);
+            Ok((with_row_ids(&rows.batch, fields, null(), null())?, false))
+        }
+    }
+}
+
+/// Rows to write, their materialized row-id columns (when they bring them) set aside:
+/// the rows alone go through the checks of the table's schema.
+pub(crate) fn set_aside(
+    batch: RecordBatch,
+    fields: &[StructField],
+) -> Result<(RecordBatch, Option<Vec<ArrayRef>>)> {
+    let schema = batch.schema();
+    let found: Vec<usize> = fields
+        .iter()
+        .filter_map(|f| schema.index_of(&f.name).ok())
+        .collect();
+    if found.len() != fields.len() || fields.is_empty() {
+        return Ok((batch, None));
+    }
+    let columns = found.iter().map(|i| batch.column(*i).clone()).collect();
+    let rest: Vec<usize> = (0..batch.num_columns())
+        .filter(|i| !found.contains(i))
+        .collect();
+    let rows = batch
+        .project(&rest)
+        .map_err(Error::arrow("setting row ids aside"))?;
+    Ok((rows, Some(columns)))
+}
+
+/// Rows with the row-id columns [`set_aside`] took from them put back.
+pub(crate) fn put_back(
+    rows: &RecordBatch,
+    fields: &[StructField],
+    columns: Option<Vec<ArrayRef>>,
+) -> Result<RecordBatch> {
+    match columns.as_deref() {
+        Some([ids, versions]) => with_row_ids(rows, fields, ids.clone(), versions.clone()),
+        _ => Ok(rows.clone()),
+    }
+}
+
+/// The stable ids of the rows of one file, chunk by chunk as a rewrite reads them.
 pub(crate) struct RowIds {
     /// The materialized id and commit-version columns.
     fields: Vec<StructField>,
-    base_row_id: i64,
-    default_version: i64,
+    add: Add,
     /// The file's live row positions still to come, in file order.
     live: Box<dyn Iterator<Item = u64> + Send>,
-}
-
-/// One chunk's stable ids and commit versions, row for row.
-pub(crate) struct ChunkIds {
-    ids: Int64Array,
-    versions: Int64Array,
 }
 
 impl RowIds {
@@ -42,11 +91,9 @@ impl RowIds {
         let Some(fields) = crate::txn::materialized_fields(snapshot.metadata()) else {
             return Ok(None);
         };
-        let (Some(base_row_id), Some(default_version)) =
-            (add.base_row_id, add.default_row_commit_version)
-        else {
+        if add.base_row_id.is_none() || add.default_row_commit_version.is_none() {
             return Ok(None);
-        };
+        }
         let deleted = load_deletion_vector_of(snapshot, add).await?;
         let live: Box<dyn Iterator<Item = u64> + Send> = match deleted {
             Some(deleted) => Box::new((0u64..).filter(move |p| !deleted.contains(*p))),
@@ -54,8 +101,7 @@ impl RowIds {
         };
         Ok(Some(RowIds {
             fields,
-            base_row_id,
-            default_version,
+            add: add.clone(),
             live,
         }))
     }
@@ -65,93 +111,15 @@ impl RowIds {
         &self.fields
     }
 
-    /// Splits the materialized columns (the last two, as [`stream_file`] reads them) off
-    /// the next chunk of the file, giving the chunk in the table's schema and its rows'
-    /// stable ids and commit versions.
-    ///
-    /// [`stream_file`]: crate::scan::stream_file
-    pub(crate) fn split(&mut self, chunk: RecordBatch) -> Result<(RecordBatch, ChunkIds)> {
-        let width = chunk.num_columns();
-        let (Some(ids), Some(versions)) = (
-            chunk.column(width - 2).as_primitive_opt::<Int64Type>(),
-            chunk.column(width - 1).as_primitive_opt::<Int64Type>(),
-        ) else {
-            return Err(Error::SchemaMismatch {
-                reason: "materialized row ids are not 64-bit integers".into(),
-            });
-        };
-        let positions = self.live.by_ref().take(chunk.num_rows());
-        let ids: Int64Array = positions
-            .zip(ids.iter())
-            .map(|(position, id)| Some(id.unwrap_or(self.base_row_id + position as i64)))
-            .collect();
-        let versions: Int64Array = versions
-            .iter()
-            .map(|v| Some(v.unwrap_or(self.default_version)))
-            .collect();
-        let table = chunk
-            .project(&(0..width - 2).collect::<Vec<_>>())
-            .map_err(Error::arrow("reading row ids"))?;
-        Ok((table, ChunkIds { ids, versions }))
+    /// Splits the materialized columns off the next chunk of the file (read with them
+    /// last), giving the chunk in the table's schema and its rows' stable ids.
+    pub(crate) fn split(&mut self, chunk: RecordBatch) -> Result<(RecordBatch, StableIds)> {
+        let rows = chunk.num_rows();
+        let (table, ids) = StableIds::split(chunk, &self.add, self.live.by_ref().take(rows))?;
+        // `of` checked the file has ids.
+        let ids = ids.ok_or_else(|| Error::SchemaMismatch {
+            reason: format!("{} lost its row ids", self.add.path),
+        })?;
+        Ok((table, ids))
     }
-}
-
-impl ChunkIds {
-    /// Rows kept by `keep`, with their ids and commit versions appended.
-    pub(crate) fn kept(
-        &self,
-        rows: &RecordBatch,
-        keep: Option<&arrow::array::BooleanArray>,
-        fields: &[StructField],
-    ) -> Result<RecordBatch> {
-        let (ids, versions): (ArrayRef, ArrayRef) = match keep {
-            Some(keep) => (
-                filter(&self.ids, keep).map_err(Error::arrow("keeping row ids"))?,
-                filter(&self.versions, keep).map_err(Error::arrow("keeping row ids"))?,
-            ),
-            None => (Arc::new(self.ids.clone()), Arc::new(self.versions.clone())),
-        };
-        with_columns(rows, fields, ids, versions)
-    }
-
-    /// Updated rows, each replacing the chunk row `replaced` names: its id, and a null
-    /// commit version. Rows without a known origin (`replaced` of another length) get
-    /// fresh ids (null), never a wrong one.
-    pub(crate) fn updated(
-        &self,
-        rows: &RecordBatch,
-        replaced: &[u32],
-        fields: &[StructField],
-    ) -> Result<RecordBatch> {
-        let n = rows.num_rows();
-        let ids = match replaced.len() == n {
-            true => take(
-                &self.ids,
-                &arrow::array::UInt32Array::from(replaced.to_vec()),
-                None,
-            )
-            .map_err(Error::arrow("keeping row ids"))?,
-            false => new_null_array(&ArrowType::Int64, n),
-        };
-        with_columns(rows, fields, ids, new_null_array(&ArrowType::Int64, n))
-    }
-}
-
-/// `rows` with the id and commit-version columns appended.
-fn with_columns(
-    rows: &RecordBatch,
-    fields: &[StructField],
-    ids: ArrayRef,
-    versions: ArrayRef,
-) -> Result<RecordBatch> {
-    let mut schema: Vec<Arc<Field>> = rows.schema().fields().iter().cloned().collect();
-    schema.extend(
-        fields
-            .iter()
-            .map(|f| Arc::new(Field::new(&f.name, ArrowType::Int64, true))),
-    );
-    let mut columns = rows.columns().to_vec();
-    columns.extend([ids, versions]);
-    RecordBatch::try_new(Arc::new(Schema::new(schema)), columns)
-        .map_err(Error::arrow("writing row ids"))
 }

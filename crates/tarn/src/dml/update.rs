@@ -302,6 +302,7 @@ impl UpdateBuilder<'_> {
             return finish(table, txn, started, metrics).await;
         }
         let files = read_planned(&snapshot, &plan).await?;
+        let hidden = super::row_ids::hidden_fields(&snapshot);
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         let mut updated = Vec::new();
@@ -323,6 +324,15 @@ impl UpdateBuilder<'_> {
                 feed.push((matched, ChangeKind::UpdatePreimage));
                 feed.push((new.clone(), ChangeKind::UpdatePostimage));
             }
+            // Updated rows keep their row ids when the table keeps them.
+            let new = match &rows.ids {
+                Some(ids) => {
+                    let order: Vec<u32> = (0..new.num_rows() as u32).collect();
+                    ids.filter(&mask)?.updated(&new, &order, &hidden)?
+                }
+                None => new,
+            };
+            txn.note_row_ids_kept(rows.ids.is_some());
             updated.push(new);
             metrics.rows_updated += deleted.len();
             changes.push(FileChange { add, rows, deleted });

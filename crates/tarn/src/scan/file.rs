@@ -12,12 +12,12 @@ use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
 use super::row_groups::RowGroupStats;
-use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, assemble};
+use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, StableIds, assemble};
 use crate::conform::{Source, find_field};
 use crate::dv::deletion_vector_of;
 use crate::error::{Error, Result};
 use crate::expr::may_match;
-use crate::protocol::Add;
+use crate::protocol::{Add, StructField};
 use crate::reader::{decoder_panic, open_data_file};
 use crate::snapshot::Snapshot;
 
@@ -32,6 +32,9 @@ pub(crate) struct FileRows {
     /// The file's deletion vector as read with the rows (empty without one), so a change
     /// that extends it need not load it again.
     pub(crate) deleted_before: RoaringTreemap,
+    /// The rows' stable row ids, when the scan read the materialized row-id columns
+    /// ([`Scan::with_hidden`]) and the file has row ids.
+    pub(crate) ids: Option<StableIds>,
 }
 
 /// Reads every live row of a file with its position (row groups in order, no pruning).
@@ -146,11 +149,16 @@ pub(crate) async fn read_file_rows_of(
             (kept, positions)
         }
     };
+    let (batch, ids) = match scan.hidden.is_empty() {
+        true => (batch, None),
+        false => StableIds::split(batch, add, positions.iter().copied())?,
+    };
     Ok(FileRows {
         batch,
         positions,
         physical_rows,
         deleted_before,
+        ids,
     })
 }
 
@@ -389,6 +397,33 @@ fn deletion_selection(deleted: &RoaringTreemap, kept: &[(u64, u64)]) -> RowSelec
         }
     }
     RowSelection::from(selectors)
+}
+
+/// Every live row of one data file, all columns in the table's logical schema and then
+/// the `hidden` columns (outside the schema, read by name; null where the file lacks
+/// them), as a stream of batches decoded as it is polled (deleted rows skipped, the
+/// rest in file order): what a copy-on-write rewrite streams through.
+///
+/// Fails as [`Scan::execute`] does for one file.
+pub(crate) async fn stream_file(
+    snapshot: &Snapshot,
+    add: &Add,
+    hidden: &[StructField],
+) -> Result<RecordBatchStream> {
+    let ctx = snapshot
+        .scan()
+        .with_batch_size(64 * 1024)
+        .with_hidden(hidden.to_vec())
+        .context()?;
+    let ctx = Arc::new(ctx);
+    let partitions = ctx.partition_values(add)?;
+    let planned = PlannedFile {
+        add: add.clone(),
+        partitions,
+        rows: None,
+    };
+    // One run of row groups: a rewrite keeps the file's row order.
+    read_file(ctx, planned, 1).await
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod count;
 mod file;
 mod min_max;
 mod row_groups;
+mod row_ids;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,8 +21,11 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 pub use count::CountOutcome;
-pub(crate) use file::{FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of};
+pub(crate) use file::{
+    FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of, stream_file,
+};
 pub use min_max::MinMaxOutcome;
+pub(crate) use row_ids::{StableIds, with_columns as with_row_ids};
 
 use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};
@@ -62,6 +66,9 @@ pub struct Scan {
     /// At most this many rows.
     limit: Option<usize>,
     use_indices: bool,
+    /// Columns outside the table's schema read after its columns (row tracking's
+    /// materialized row ids), null where a file lacks them.
+    hidden: Vec<StructField>,
 }
 
 /// What a scan will read, and how much pruning removed.
@@ -107,6 +114,7 @@ impl Snapshot {
             concurrency: None,
             limit: None,
             use_indices: true,
+            hidden: Vec::new(),
         }
     }
 }
@@ -174,7 +182,46 @@ impl Scan {
         self
     }
 
+    /// Also reads `hidden`, columns outside the table's schema, by name after the
+    /// table's columns (null where a file lacks them).
+    pub(crate) fn with_hidden(mut self, hidden: Vec<StructField>) -> Self {
+        self.hidden = hidden;
+        self
+    }
+
     fn context(&self) -> Result<ScanContext> {
+        let mut ctx = self.table_context()?;
+        if !self.hidden.is_empty() {
+            ctx.read_fields.extend(self.hidden.iter().cloned());
+            let extra: Vec<arrow::datatypes::FieldRef> = self
+                .hidden
+                .iter()
+                .map(|f| {
+                    Arc::new(arrow::datatypes::Field::new(
+                        &f.name,
+                        f.data_type.to_arrow(),
+                        true,
+                    ))
+                })
+                .collect();
+            let widen = |schema: &SchemaRef| {
+                let fields: Vec<_> = schema
+                    .fields()
+                    .iter()
+                    .cloned()
+                    .chain(extra.clone())
+                    .collect();
+                Arc::new(Schema::new(fields))
+            };
+            ctx.read_schema = widen(&ctx.read_schema);
+            ctx.output_schema = widen(&ctx.output_schema);
+            ctx.output
+                .extend(self.hidden.iter().map(|f| f.name.clone()));
+        }
+        Ok(ctx)
+    }
+
+    fn table_context(&self) -> Result<ScanContext> {
         let snapshot = &self.snapshot;
         let schema = snapshot.schema();
         let output: Vec<String> = match &self.columns {
@@ -356,54 +403,6 @@ impl Scan {
     pub async fn collect(self) -> Result<Vec<RecordBatch>> {
         self.execute().await?.try_collect().await
     }
-}
-
-/// Every live row of one data file, all columns in the table's logical schema and then
-/// the `hidden` columns (outside the schema, read by name; null where the file lacks
-/// them), as a stream of batches decoded as it is polled (deleted rows skipped, the
-/// rest in file order): what a copy-on-write rewrite streams through.
-///
-/// Fails as [`Scan::execute`] does for one file.
-pub(crate) async fn stream_file(
-    snapshot: &Snapshot,
-    add: &Add,
-    hidden: &[StructField],
-) -> Result<RecordBatchStream> {
-    let mut ctx = snapshot.scan().with_batch_size(64 * 1024).context()?;
-    if !hidden.is_empty() {
-        ctx.read_fields.extend(hidden.iter().cloned());
-        let extra: Vec<arrow::datatypes::FieldRef> = hidden
-            .iter()
-            .map(|f| {
-                Arc::new(arrow::datatypes::Field::new(
-                    &f.name,
-                    f.data_type.to_arrow(),
-                    true,
-                ))
-            })
-            .collect();
-        let widen = |schema: &SchemaRef| {
-            let fields: Vec<_> = schema
-                .fields()
-                .iter()
-                .cloned()
-                .chain(extra.clone())
-                .collect();
-            Arc::new(Schema::new(fields))
-        };
-        ctx.read_schema = widen(&ctx.read_schema);
-        ctx.output_schema = widen(&ctx.output_schema);
-        ctx.output.extend(hidden.iter().map(|f| f.name.clone()));
-    }
-    let ctx = Arc::new(ctx);
-    let partitions = ctx.partition_values(add)?;
-    let planned = PlannedFile {
-        add: add.clone(),
-        partitions,
-        rows: None,
-    };
-    // One run of row groups: a rewrite keeps the file's row order.
-    file::read_file(ctx, planned, 1).await
 }
 
 /// A file chosen by planning, with its parsed partition values and, when an index

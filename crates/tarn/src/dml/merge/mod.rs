@@ -14,11 +14,12 @@ mod plan;
 use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
-use arrow::compute::{and, filter_record_batch, not};
+use arrow::compute::{and, concat_batches, filter_record_batch, not};
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 use super::rewrite::{ChunkChange, Decide, commit_rewrites};
+use super::row_ids;
 use super::update::{assign, check_partition_moves};
 use super::{
     ChangeKind, ChangeStrategy, DmlMetrics, DmlOutcome, Feed, FileChange, apply_changes,
@@ -289,6 +290,7 @@ impl MergeBuilder<'_> {
         }
 
         metrics.files_scanned = files.files.len();
+        let hidden = row_ids::hidden_fields(&snapshot);
         let targets = if by_source {
             // Every target row may change: read the candidates whole, once.
             read_candidates(&snapshot, &files.files).await?
@@ -310,7 +312,14 @@ impl MergeBuilder<'_> {
             if keys_only {
                 unindexed.append(&mut wanted);
             }
-            let keyed = read_selected(&snapshot.scan().select(names.clone()), unindexed).await?;
+            let keyed = read_selected(
+                &snapshot
+                    .scan()
+                    .select(names.clone())
+                    .with_hidden(hidden.clone()),
+                unindexed,
+            )
+            .await?;
             // Each file's keys are probed on a task of its own: every core probes.
             let cores = crate::tasks::cores();
             let probed: Vec<_> = futures::stream::iter(keyed)
@@ -335,6 +344,7 @@ impl MergeBuilder<'_> {
                     let keys = take_rows(&rows.batch, &hits)?;
                     let batch = plan.keys_only_target(&keys)?;
                     let (physical_rows, deleted_before) = (rows.physical_rows, rows.deleted_before);
+                    let ids = rows.ids.map(|ids| ids.take(&hits)).transpose()?;
                     targets.push((
                         add,
                         FileRows {
@@ -342,6 +352,7 @@ impl MergeBuilder<'_> {
                             positions,
                             physical_rows,
                             deleted_before,
+                            ids,
                         },
                     ));
                 } else {
@@ -349,7 +360,7 @@ impl MergeBuilder<'_> {
                 }
             }
             if !keys_only {
-                targets = read_selected(&snapshot.scan(), wanted).await?;
+                targets = read_selected(&row_ids::scan_with_ids(&snapshot), wanted).await?;
             }
             targets
         };
@@ -366,7 +377,21 @@ impl MergeBuilder<'_> {
                 Some(mask) => positions_of(&rows, mask),
                 None => RoaringTreemap::new(),
             };
-            new_rows.extend(change.replacement);
+            // Updated rows keep their row ids when the table keeps them.
+            match (&rows.ids, change.replacement.is_empty()) {
+                (Some(ids), false) => {
+                    let updated =
+                        concat_batches(&change.replacement[0].schema(), &change.replacement)
+                            .map_err(Error::arrow("merge"))?;
+                    txn.note_row_ids_kept(change.replaced.len() == updated.num_rows());
+                    new_rows.push(ids.updated(&updated, &change.replaced, &hidden)?);
+                }
+                (None, false) => {
+                    txn.note_row_ids_kept(false);
+                    new_rows.extend(change.replacement);
+                }
+                (_, true) => {}
+            }
             feed.extend(change.feed);
             changes.push(FileChange { add, rows, deleted });
         }
