@@ -153,20 +153,7 @@ fn value(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
 fn arithmetic(op: ArithOp, left: &Expr, right: &Expr, batch: &RecordBatch) -> Result<ArrayRef> {
     let (l, r) = (value(left, batch)?, value(right, batch)?);
     let context = || format!("computing {left} {op:?} {right}");
-    // Both sides in one type: the wider, as binding decided.
-    let ty = match (l.data_type(), r.data_type()) {
-        (a, b) if a == b => a.clone(),
-        (ArrowType::Null, b) => b.clone(),
-        (a, ArrowType::Null) => a.clone(),
-        (ArrowType::Float64, _)
-        | (_, ArrowType::Float64)
-        | (ArrowType::Float32, _)
-        | (_, ArrowType::Float32) => ArrowType::Float64,
-        (a, b) if a.primitive_width() >= b.primitive_width() => a.clone(),
-        (_, b) => b.clone(),
-    };
-    let cast = |a: &ArrayRef| arrow::compute::cast(a, &ty).map_err(Error::arrow(context()));
-    let (l, r) = (cast(&l)?, cast(&r)?);
+    let (l, r) = in_one_type(l, r).map_err(Error::arrow(context()))?;
     use arrow::compute::kernels::numeric;
     let result = match op {
         ArithOp::Add => numeric::add(&l, &r),
@@ -210,13 +197,33 @@ fn compare(op: CmpOp, left: &Expr, right: &Expr, batch: &RecordBatch) -> Result<
         }
         other => {
             let r = value(other, batch)?;
-            apply(op, &l, &r)
+            in_one_type(l, r).and_then(|(l, r)| apply(op, &l, &r))
         }
     };
     result.map_err(|e| Error::Arrow {
         context: context(),
         source: e,
     })
+}
+
+/// Both sides in one type: the wider, as binding decided (the same type stays).
+fn in_one_type(
+    l: ArrayRef,
+    r: ArrayRef,
+) -> std::result::Result<(ArrayRef, ArrayRef), arrow_schema::ArrowError> {
+    let ty = match (l.data_type(), r.data_type()) {
+        (a, b) if a == b => return Ok((l, r)),
+        (ArrowType::Null, b) => b.clone(),
+        (a, ArrowType::Null) => a.clone(),
+        (ArrowType::Float64, _)
+        | (_, ArrowType::Float64)
+        | (ArrowType::Float32, _)
+        | (_, ArrowType::Float32) => ArrowType::Float64,
+        (a, b) if a.primitive_width() >= b.primitive_width() => a.clone(),
+        (_, b) => b.clone(),
+    };
+    let cast = |a: &ArrayRef| arrow::compute::cast(a, &ty);
+    Ok((cast(&l)?, cast(&r)?))
 }
 
 fn apply(

@@ -407,7 +407,14 @@ impl Expr {
                     std::mem::swap(&mut lt, &mut rt);
                     op = op.flip();
                 }
-                let r = coerce_operand(&l, lt, r, rt)?;
+                // Numbers of different types compare in the wider one, as in Spark.
+                let numbers = !matches!(r, Expr::Literal(_))
+                    && lt != rt
+                    && arithmetic_type(lt, rt).is_some();
+                let r = match numbers {
+                    true => r,
+                    false => coerce_operand(&l, lt, r, rt)?,
+                };
                 Ok((r_cmp(op, l, r), Some(P::Boolean)))
             }
             Expr::Arith { op, left, right } => {
@@ -417,10 +424,11 @@ impl Expr {
                 if matches!(l, Expr::Literal(_)) && !matches!(r, Expr::Literal(_)) {
                     l = coerce_operand(&r, rt, l, lt)?;
                     lt = rt;
-                } else {
+                } else if matches!(r, Expr::Literal(_)) {
                     r = coerce_operand(&l, lt, r, rt)?;
                     rt = lt;
                 }
+                // Two columns of different numbers meet in the wider type, as in Spark.
                 let ty = arithmetic_type(lt, rt).ok_or_else(|| Error::TypeMismatch {
                     column: self.to_string(),
                     expected: "numbers of one kind".into(),

@@ -116,6 +116,16 @@ fn functions_evaluate_as_spark_does() {
         some(&["Spark SQL", "none", "héllo"])
     );
     assert_eq!(values_of("abs(id)"), some(&["3", "0", "7"]));
+    // Numbers of different types meet in the wider one, columns included (Spark's
+    // generated columns mix them).
+    assert_eq!(
+        values_of("id * 2 + length(name)"),
+        vec![Some("3".into()), None, Some("19".into())]
+    );
+    assert_eq!(
+        values_of("length(name) > id"),
+        vec![Some("true".into()), None, Some("false".into())]
+    );
     assert_eq!(
         values_of("CAST(id AS DECIMAL(5, 1))"),
         some(&["-3.0", "0.0", "7.0"])
