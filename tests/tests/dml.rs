@@ -1048,3 +1048,59 @@ async fn merge_on_read_upserts_read_only_keys_when_the_source_sets_every_column(
     assert_eq!(rows[&7], (3.0, "old".to_string()));
     assert_eq!(rows[&4], (1.0, "old".to_string()));
 }
+
+#[tokio::test]
+async fn nested_columns_are_assigned_whole_or_refused_by_type() {
+    use tarn_tests::fixtures::{all_types_batch, all_types_schema};
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&all_types_schema())
+        .execute()
+        .await
+        .unwrap();
+    table.append([all_types_batch(0, 10)]).await.unwrap();
+    let points = |batches: &[RecordBatch]| -> BTreeMap<i64, bool> {
+        let mut out = BTreeMap::new();
+        for b in batches {
+            let ids = b.column_by_name("id").unwrap().as_primitive::<Int64Type>();
+            let point = b.column_by_name("point").unwrap();
+            for i in 0..b.num_rows() {
+                out.insert(ids.value(i), arrow::array::Array::is_valid(point, i));
+            }
+        }
+        out
+    };
+    let before = points(&table.scan().collect().await.unwrap());
+    // A struct set to null, then back from a merge source's struct column, whole.
+    table
+        .update()
+        .filter(col("id").lt(lit(3i64)))
+        .set("point", lit(tarn::expr::Scalar::Null))
+        .execute()
+        .await
+        .unwrap();
+    let nulled = points(&table.scan().collect().await.unwrap());
+    assert!((0..3).all(|id| !nulled[&id]), "{nulled:?}");
+    assert_eq!(nulled[&5], before[&5]);
+    table
+        .merge([all_types_batch(0, 3)])
+        .on(["id"])
+        .when_matched_update(None, [("point", source_col("point"))])
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(points(&table.scan().collect().await.unwrap()), before);
+    // A struct takes no string, and a failed change commits nothing.
+    let version = table.version();
+    let err = table
+        .update()
+        .set("point", col("text"))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::TypeMismatch { column, .. } if column == "point"),
+        "{err}"
+    );
+    assert_eq!(table.version(), version);
+}

@@ -1,7 +1,7 @@
 //! Variant columns (the `variantType` table feature) against Spark, both ways: Tarn reads
 //! Spark's variants (top-level and nested) as the canonical `arrow.parquet.variant`
 //! extension type that `parquet-variant-compute` decodes, with the values Spark's
-//! `to_json` gives; Tarn appends and rewrites variants Spark then reads; and tables Tarn
+//! `to_json` gives; Tarn appends, deletes and merges variants Spark then reads; and tables Tarn
 //! creates with variant columns carry the feature and read in Spark.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -172,6 +172,25 @@ async fn spark_variants_read_in_tarn_and_take_tarn_writes() {
     assert_eq!(after_delete.len(), 5);
     assert_eq!(after_delete[&1], theirs[&1]);
     assert_eq!(tarn_variants(&table).await, after_delete);
+
+    // A merge updates a Spark row's variants and inserts new ones.
+    table
+        .merge([variant_rows(&[
+            (1, Some(r#"{"merged": true}"#), Some("[1]")),
+            (20, Some("20"), None),
+        ])])
+        .on(["id"])
+        .when_matched_update_all(None)
+        .when_not_matched_insert_all(None)
+        .execute()
+        .await
+        .unwrap();
+    let after_merge = spark_variants(&dir);
+    assert_eq!(after_merge.len(), 6);
+    assert_eq!(after_merge[&1].0, serde_json::json!({"merged": true}));
+    assert_eq!(after_merge[&20].0, serde_json::json!(20));
+    assert_eq!(after_merge[&10], after_delete[&10]);
+    assert_eq!(tarn_variants(&table).await, after_merge);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

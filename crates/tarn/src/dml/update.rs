@@ -13,8 +13,10 @@ use super::{
     rewrite_in_place, start, true_mask,
 };
 use crate::error::{Error, Result};
-use crate::expr::{Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value};
-use crate::protocol::StructType;
+use crate::expr::{
+    Expr, Scalar, arithmetic_type, evaluate_predicate, evaluate_value, resolve_column,
+};
+use crate::protocol::{DataType, StructType};
 use crate::scan::bind_predicate;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
@@ -45,16 +47,12 @@ pub(crate) fn bind_assignment(
             available: table.field_names(),
         })?;
     let field = &table.fields[index];
-    let target = field
-        .data_type
-        .as_primitive()
-        .ok_or_else(|| Error::TypeMismatch {
-            column: column.to_string(),
-            expected:
-                "a primitive column (nested columns are assigned whole through MERGE inserts)"
-                    .into(),
-            found: field.data_type.to_string(),
-        })?;
+    let Some(target) = field.data_type.as_primitive() else {
+        return bind_whole(&field.data_type, values, column, value).map(|value| Assignment {
+            index,
+            value,
+        });
+    };
     let (bound, ty) = value.bind_value(values)?;
     let mismatch = |found: String| Error::TypeMismatch {
         column: column.to_string(),
@@ -73,6 +71,27 @@ pub(crate) fn bind_assignment(
         (_, Some(t)) => return Err(mismatch(format!("{value} of type {t}"))),
     };
     Ok(Assignment { index, value })
+}
+
+/// A nested column (struct, array, map) takes another column's value whole, when Arrow
+/// converts one type to the other, or null.
+fn bind_whole(target: &DataType, values: &StructType, column: &str, value: &Expr) -> Result<Expr> {
+    let mismatch = |found: String| Error::TypeMismatch {
+        column: column.to_string(),
+        expected: format!("a column of type {target} (nested columns are assigned whole)"),
+        found,
+    };
+    match value {
+        Expr::Literal(Scalar::Null) => Ok(value.clone()),
+        Expr::Column(name) => {
+            let found = resolve_column(values, name)?;
+            match arrow::compute::can_cast_types(&found.to_arrow(), &target.to_arrow()) {
+                true => Ok(value.clone()),
+                false => Err(mismatch(format!("{name} of type {found}"))),
+            }
+        }
+        other => Err(mismatch(other.to_string())),
+    }
 }
 
 /// The rows with assigned columns replaced; values are computed on `inputs`, a batch with

@@ -408,9 +408,8 @@ impl Expr {
                     op = op.flip();
                 }
                 // Numbers of different types compare in the wider one, as in Spark.
-                let numbers = !matches!(r, Expr::Literal(_))
-                    && lt != rt
-                    && arithmetic_type(lt, rt).is_some();
+                let numbers =
+                    !matches!(r, Expr::Literal(_)) && lt != rt && arithmetic_type(lt, rt).is_some();
                 let r = match numbers {
                     true => r,
                     false => coerce_operand(&l, lt, r, rt)?,
