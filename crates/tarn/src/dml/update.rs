@@ -48,10 +48,8 @@ pub(crate) fn bind_assignment(
         })?;
     let field = &table.fields[index];
     let Some(target) = field.data_type.as_primitive() else {
-        return bind_whole(&field.data_type, values, column, value).map(|value| Assignment {
-            index,
-            value,
-        });
+        return bind_whole(&field.data_type, values, column, value)
+            .map(|value| Assignment { index, value });
     };
     let (bound, ty) = value.bind_value(values)?;
     let mismatch = |found: String| Error::TypeMismatch {
