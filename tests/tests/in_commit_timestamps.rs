@@ -86,6 +86,15 @@ async fn commits_carry_rising_in_commit_timestamps_whatever_the_clock() {
         "stamps after the checkpoint do not rise: {all:?}"
     );
 
+    // The history lists the stamps, not file times.
+    let listed = late.versions().await.unwrap();
+    let stamps = in_commit_timestamps(dir.path(), 0, late.version()).await;
+    assert_eq!(listed.len(), stamps.len());
+    assert!(
+        listed.iter().zip(&stamps).all(|((_, t), s)| t == s),
+        "{listed:?} against {stamps:?}"
+    );
+
     // Time travel by timestamp goes by the stamps, not by file times.
     let location = tarn_store::open(url).unwrap();
     let at = Snapshot::builder(location)

@@ -128,12 +128,19 @@ impl Table {
         Ok(())
     }
 
-    /// The versions the log holds, with their commit timestamps (ms), oldest first.
+    /// The versions the log holds, with their commit timestamps (ms), oldest first: the
+    /// in-commit timestamps where the table has them (read from those commits), else
+    /// the commit files' times.
+    ///
+    /// Fails with [`Error::Store`] when the log cannot be listed or a commit read.
     pub async fn versions(&self) -> Result<Vec<(i64, i64)>> {
-        Ok(crate::log::versions::list_versions(self.location())
-            .await?
-            .into_iter()
-            .collect())
+        let since = self.snapshot.properties().in_commit_timestamps_since();
+        Ok(
+            crate::log::versions::list_stamped_versions(self.location(), since)
+                .await?
+                .into_iter()
+                .collect(),
+        )
     }
 
     /// A scan of the current snapshot.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use tarn_store::StoreLocation;
 
-use super::{LogListing, list_log};
+use super::{CommitFile, LogListing, list_log, read_commits};
 use crate::error::Result;
 use crate::protocol::Action;
 
@@ -38,6 +38,36 @@ pub(crate) fn in_commit_timestamp(actions: &[Action]) -> Option<i64> {
 pub(crate) async fn list_versions(location: &StoreLocation) -> Result<BTreeMap<i64, i64>> {
     let listing = list_log(location.store().as_ref(), location.root(), 0).await?;
     Ok(commit_timestamps(&listing))
+}
+
+/// Lists every version the log still holds with its timestamp: from `ict_since` on (the
+/// version in-commit timestamps were turned on), the stamp inside the commit (the
+/// commits read several at once), before it the commit time.
+///
+/// Fails when the log cannot be listed or a commit read.
+pub(crate) async fn list_stamped_versions(
+    location: &StoreLocation,
+    ict_since: Option<i64>,
+) -> Result<BTreeMap<i64, i64>> {
+    let listing = list_log(location.store().as_ref(), location.root(), 0).await?;
+    let mut out = commit_timestamps(&listing);
+    if let Some(since) = ict_since {
+        let commits: Vec<CommitFile> = listing
+            .commits
+            .range(since..)
+            .map(|(v, meta)| CommitFile {
+                version: *v,
+                meta: meta.clone(),
+            })
+            .collect();
+        let bodies = read_commits(location.store().as_ref(), &commits).await?;
+        for (commit, actions) in commits.iter().zip(bodies) {
+            if let Some(stamp) = in_commit_timestamp(&actions) {
+                out.insert(commit.version, stamp);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The newest version the log holds, if it holds any.
