@@ -11,10 +11,8 @@ use arrow::array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use bytes::Bytes;
+use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use roaring::RoaringTreemap;
 
 use crate::dv::deletion_vector_of;
@@ -24,8 +22,11 @@ use crate::log::{log_dir, parse_commit};
 use crate::paths::canonical;
 use crate::properties::TableProperties;
 use crate::protocol::names::commit_file_name;
-use crate::protocol::{Action, Add, Cdc, DeletionVectorDescriptor, Remove};
-use crate::scan::read_file_rows;
+use crate::protocol::{
+    Action, Add, Cdc, DataType as DeltaType, DeletionVectorDescriptor, PrimitiveType, Remove,
+    StructField,
+};
+use crate::scan::{read_file_rows, stream_file};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 
@@ -280,49 +281,39 @@ async fn read_change_file(snapshot: &Snapshot, file: &Cdc) -> Result<(RecordBatc
         default_row_commit_version: None,
         clustering_provider: None,
     };
-    let rows = snapshot.read_file(&add).await?;
-    // The change type is no table column: read it on its own, in the same row order.
-    let path = crate::paths::join_relative(snapshot.location().root(), &file.path)?;
-    let bytes: Bytes = snapshot
-        .location()
-        .store()
-        .get(&path)
-        .await
-        .map_err(Error::store("get", &path))?
-        .bytes()
-        .await
-        .map_err(Error::store("get", &path))?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(Error::parquet(&file.path))?;
-    let index = builder
-        .schema()
-        .index_of(CHANGE_TYPE)
-        .map_err(|_| Error::InvalidSchema {
-            reason: format!("change file {} has no {CHANGE_TYPE} column", file.path),
-        })?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [index]);
-    let mut kinds: Vec<ArrayRef> = Vec::new();
-    let reader = builder
-        .with_projection(mask)
-        .build()
-        .map_err(Error::parquet(&file.path))?;
-    for batch in reader {
-        let batch = batch.map_err(Error::arrow("reading a change file"))?;
-        kinds.push(Arc::clone(batch.column(0)));
+    // One pass: the change type is read beside the table's columns, by name.
+    let change_type = StructField::new(
+        CHANGE_TYPE,
+        DeltaType::Primitive(PrimitiveType::String),
+        true,
+    );
+    let batches: Vec<RecordBatch> = stream_file(snapshot, &add, &[change_type])
+        .await?
+        .try_collect()
+        .await?;
+    let width = snapshot.schema().fields.len();
+    let schema = Arc::clone(snapshot.arrow_schema());
+    let mut rows = Vec::with_capacity(batches.len());
+    let mut kinds: Vec<ArrayRef> = Vec::with_capacity(batches.len());
+    for batch in &batches {
+        if batch.column(width).null_count() > 0 {
+            return Err(Error::InvalidSchema {
+                reason: format!("change file {} has rows without a {CHANGE_TYPE}", file.path),
+            });
+        }
+        rows.push(
+            batch
+                .project(&(0..width).collect::<Vec<_>>())
+                .map_err(Error::arrow("reading a change file"))?,
+        );
+        kinds.push(Arc::clone(batch.column(width)));
     }
-    let refs: Vec<&dyn arrow::array::Array> = kinds.iter().map(|a| a.as_ref()).collect();
-    let kinds = arrow::compute::concat(&refs).map_err(Error::arrow("reading a change file"))?;
-    let kinds = arrow::compute::cast(&kinds, &DataType::Utf8)
+    let rows = arrow::compute::concat_batches(&schema, &rows)
         .map_err(Error::arrow("reading a change file"))?;
-    if kinds.len() != rows.num_rows() {
-        return Err(Error::InvalidSchema {
-            reason: format!(
-                "change file {} holds {} change types for {} rows",
-                file.path,
-                kinds.len(),
-                rows.num_rows()
-            ),
-        });
-    }
+    let refs: Vec<&dyn arrow::array::Array> = kinds.iter().map(|a| a.as_ref()).collect();
+    let kinds = match refs.is_empty() {
+        true => arrow::array::new_empty_array(&DataType::Utf8),
+        false => arrow::compute::concat(&refs).map_err(Error::arrow("reading a change file"))?,
+    };
     Ok((rows, kinds))
 }
