@@ -17,7 +17,7 @@ pub(crate) fn hidden_fields(snapshot: &Snapshot) -> Vec<StructField> {
 /// A scan of every column that also reads the materialized row ids, when the table
 /// keeps them, so changed rows can keep theirs.
 pub(crate) fn scan_with_ids(snapshot: &Snapshot) -> Scan {
-    snapshot.scan().with_hidden(hidden_fields(snapshot))
+    snapshot.scan().with_row_ids(hidden_fields(snapshot))
 }
 
 /// The rows read of a file, copied whole (compaction): with their stable row ids and

@@ -15,17 +15,7 @@ use crate::error::{Error, Result};
 pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<BooleanArray> {
     let rows = batch.num_rows();
     match expr {
-        Expr::Column(name) => {
-            let array = column(batch, name)?;
-            array
-                .as_boolean_opt()
-                .cloned()
-                .ok_or_else(|| Error::TypeMismatch {
-                    column: name.to_string(),
-                    expected: "boolean".into(),
-                    found: array.data_type().to_string(),
-                })
-        }
+        Expr::Column(name) => booleans(column(batch, name)?, name),
         Expr::Literal(Scalar::Boolean(b)) => Ok(BooleanArray::from(vec![*b; rows])),
         Expr::Literal(Scalar::Null) => Ok(BooleanArray::new_null(rows)),
         Expr::Literal(other) => Err(Error::TypeMismatch {
@@ -34,17 +24,7 @@ pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<Boo
             found: other.data_type().map(|t| t.to_string()).unwrap_or_default(),
         }),
         Expr::Cmp { op, left, right } => compare(*op, left, right, batch),
-        Expr::Call { .. } => {
-            let array = value(expr, batch)?;
-            array
-                .as_boolean_opt()
-                .cloned()
-                .ok_or_else(|| Error::TypeMismatch {
-                    column: expr.to_string(),
-                    expected: "boolean".into(),
-                    found: array.data_type().to_string(),
-                })
-        }
+        Expr::Call { .. } => booleans(value(expr, batch)?, expr),
         Expr::Arith { .. } => Err(Error::TypeMismatch {
             column: expr.to_string(),
             expected: "a boolean predicate".into(),
@@ -113,6 +93,18 @@ pub(crate) fn evaluate_predicate(expr: &Expr, batch: &RecordBatch) -> Result<Boo
                 .collect())
         }
     }
+}
+
+/// The values of a column or call that must be booleans.
+fn booleans(array: ArrayRef, what: &dyn std::fmt::Display) -> Result<BooleanArray> {
+    array
+        .as_boolean_opt()
+        .cloned()
+        .ok_or_else(|| Error::TypeMismatch {
+            column: what.to_string(),
+            expected: "boolean".into(),
+            found: array.data_type().to_string(),
+        })
 }
 
 /// A value expression as an array of the batch's length.

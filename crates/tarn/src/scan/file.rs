@@ -33,7 +33,7 @@ pub(crate) struct FileRows {
     /// that extends it need not load it again.
     pub(crate) deleted_before: RoaringTreemap,
     /// The rows' stable row ids, when the scan read the materialized row-id columns
-    /// ([`Scan::with_hidden`]) and the file has row ids.
+    /// ([`Scan::with_row_ids`]) and the file has row ids.
     pub(crate) ids: Option<StableIds>,
 }
 
@@ -149,9 +149,9 @@ pub(crate) async fn read_file_rows_of(
             (kept, positions)
         }
     };
-    let (batch, ids) = match scan.hidden.is_empty() {
-        true => (batch, None),
-        false => StableIds::split(batch, add, positions.iter().copied())?,
+    let (batch, ids) = match scan.row_ids {
+        false => (batch, None),
+        true => StableIds::split(batch, add, positions.iter().copied())?,
     };
     Ok(FileRows {
         batch,

@@ -67,8 +67,11 @@ pub struct Scan {
     limit: Option<usize>,
     use_indices: bool,
     /// Columns outside the table's schema read after its columns (row tracking's
-    /// materialized row ids), null where a file lacks them.
+    /// materialized row ids, a change file's change type), null where a file lacks them.
     hidden: Vec<StructField>,
+    /// Whether `hidden` are the materialized row ids, which whole-file reads turn into
+    /// the rows' stable ids ([`FileRows::ids`]).
+    row_ids: bool,
 }
 
 /// What a scan will read, and how much pruning removed.
@@ -115,6 +118,7 @@ impl Snapshot {
             limit: None,
             use_indices: true,
             hidden: Vec::new(),
+            row_ids: false,
         }
     }
 }
@@ -186,6 +190,15 @@ impl Scan {
     /// table's columns (null where a file lacks them).
     pub(crate) fn with_hidden(mut self, hidden: Vec<StructField>) -> Self {
         self.hidden = hidden;
+        self.row_ids = false;
+        self
+    }
+
+    /// Also reads the materialized row-id columns `fields` (none: the table keeps no
+    /// ids), so whole-file reads give each row's stable id ([`FileRows::ids`]).
+    pub(crate) fn with_row_ids(mut self, fields: Vec<StructField>) -> Self {
+        self.row_ids = !fields.is_empty();
+        self.hidden = fields;
         self
     }
 

@@ -68,23 +68,22 @@ impl StableIds {
 
     /// The ids of the rows `mask` selects.
     pub(crate) fn filter(&self, mask: &BooleanArray) -> Result<StableIds> {
-        let pick = |a: &Int64Array| -> Result<Int64Array> {
-            Ok(filter(a, mask)
-                .map_err(Error::arrow("selecting row ids"))?
-                .as_primitive::<Int64Type>()
-                .clone())
-        };
-        Ok(StableIds {
-            ids: pick(&self.ids)?,
-            versions: pick(&self.versions)?,
-        })
+        self.select(|a| filter(a, mask))
     }
 
     /// The ids of the rows at `indices`.
     pub(crate) fn take(&self, indices: &[u32]) -> Result<StableIds> {
         let indices = UInt32Array::from(indices.to_vec());
+        self.select(|a| take(a, &indices, None))
+    }
+
+    /// Both columns through the same selection kernel.
+    fn select(
+        &self,
+        kernel: impl Fn(&Int64Array) -> std::result::Result<ArrayRef, arrow::error::ArrowError>,
+    ) -> Result<StableIds> {
         let pick = |a: &Int64Array| -> Result<Int64Array> {
-            Ok(take(a, &indices, None)
+            Ok(kernel(a)
                 .map_err(Error::arrow("selecting row ids"))?
                 .as_primitive::<Int64Type>()
                 .clone())

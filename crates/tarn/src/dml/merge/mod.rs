@@ -316,7 +316,7 @@ impl MergeBuilder<'_> {
                 &snapshot
                     .scan()
                     .select(names.clone())
-                    .with_hidden(hidden.clone()),
+                    .with_row_ids(hidden.clone()),
                 unindexed,
             )
             .await?;
