@@ -126,7 +126,8 @@ impl DeleteBuilder<'_> {
             .await?;
             return finish(table, txn, started, metrics).await;
         }
-        let files = read_planned(&snapshot, &plan).await?;
+        // Deleted rows are only marked: their ids need not be read.
+        let files = read_planned(&snapshot, &plan, false).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         let mut feed = Feed::new();

@@ -174,17 +174,23 @@ pub(crate) async fn read_selected(
 }
 
 /// Reads the planned files a merge-on-read change marks: only the rows an index allows
-/// when one covers the file (through the offset index, so only their pages), else whole.
+/// when one covers the file (through the offset index, so only their pages), else whole;
+/// with the rows' stable ids when `with_ids` (a change that writes rows anew).
 pub(crate) async fn read_planned(
     snapshot: &Snapshot,
     plan: &ScanPlan,
+    with_ids: bool,
 ) -> Result<Vec<(Add, FileRows)>> {
     let files = plan
         .files
         .iter()
         .map(|a| (a.clone(), plan.rows_of(snapshot, a).cloned()))
         .collect();
-    read_selected(&row_ids::scan_with_ids(snapshot), files).await
+    let scan = match with_ids {
+        true => row_ids::scan_with_ids(snapshot),
+        false => snapshot.scan(),
+    };
+    read_selected(&scan, files).await
 }
 
 /// Rewrites, by copy-on-write, the planned files whose rows `decide` changes (nothing
