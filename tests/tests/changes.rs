@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use tarn::expr::{col, lit};
 use tarn::{Error, ManualClock, Table};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema};
@@ -56,6 +58,17 @@ async fn appends_and_partition_deletes_read_as_inserts_and_deletes() {
             .all(|s| s.1 == 1 && s.2 == 1_900_000_001_000_000)
     );
 
+    // The stream gives the same rows, a version at a time.
+    let mut stream = table.stream_changes(1, None).await.unwrap();
+    let mut streamed = Vec::new();
+    while let Some(batch) = stream.next().await {
+        streamed.push(batch.unwrap());
+    }
+    assert_eq!(
+        change_rows(&streamed, "customer"),
+        change_rows(&table.changes(1, None).await.unwrap(), "customer")
+    );
+
     let err = table.changes(2, Some(5)).await.unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     // Version 0 committed the property: it has a feed, with nothing in it.
@@ -75,5 +88,25 @@ async fn tables_without_a_feed_say_so() {
     assert!(
         matches!(err, Error::ChangeDataFeedNotEnabled { version: 1 }),
         "{err}"
+    );
+    // Turned on later: the versions after it stream, the first one before it fails.
+    let enabled = table
+        .set_properties([("delta.enableChangeDataFeed", "true")])
+        .await
+        .unwrap();
+    table.append([sales_batch(5, 8)]).await.unwrap();
+    assert_eq!(
+        change_rows(
+            &table.changes(enabled.version, None).await.unwrap(),
+            "customer"
+        )
+        .len(),
+        3
+    );
+    let mut stream = table.stream_changes(1, None).await.unwrap();
+    let first = stream.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(first, Error::ChangeDataFeedNotEnabled { version: 1 }),
+        "{first}"
     );
 }

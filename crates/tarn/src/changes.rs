@@ -11,7 +11,7 @@ use arrow::array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use roaring::RoaringTreemap;
 
@@ -26,7 +26,7 @@ use crate::protocol::{
     Action, Add, Cdc, DataType as DeltaType, DeletionVectorDescriptor, PrimitiveType, Remove,
     StructField,
 };
-use crate::scan::{read_file_rows, stream_file};
+use crate::scan::{RecordBatchStream, read_file_rows, stream_file};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 
@@ -41,16 +41,27 @@ pub const COMMIT_TIMESTAMP: &str = "_commit_timestamp";
 impl Table {
     /// The change rows of versions `from..=to` (`to`: the handle's version when `None`),
     /// in the current schema plus `_change_type`, `_commit_version` and
-    /// `_commit_timestamp`, version by version. Every batch is held in memory: read a
-    /// range that fits.
+    /// `_commit_timestamp`, version by version, collected. [`stream_changes`] streams
+    /// them for ranges that do not fit in memory.
     ///
-    /// Fails with [`Error::InvalidArgument`] for a range outside the handle's versions,
-    /// [`Error::ChangeDataFeedNotEnabled`] when a version of the range was committed
-    /// while the table did not record its changes, [`Error::VersionNotFound`] when a
-    /// commit of the range is gone, and as [`Snapshot::read_file`] does for files that
-    /// cannot be read (a removed file already vacuumed among them).
+    /// Fails as [`stream_changes`] does.
+    ///
+    /// [`stream_changes`]: Table::stream_changes
     pub async fn changes(&self, from: i64, to: Option<i64>) -> Result<Vec<RecordBatch>> {
-        let snapshot = self.snapshot();
+        self.stream_changes(from, to).await?.try_collect().await
+    }
+
+    /// The change rows of versions `from..=to`, as [`changes`](Table::changes) gives
+    /// them, as a stream that reads one version at a time (memory holds one commit's
+    /// changes).
+    ///
+    /// Fails with [`Error::InvalidArgument`] for a range outside the handle's versions;
+    /// the stream yields [`Error::ChangeDataFeedNotEnabled`] when a version of the range
+    /// was committed while the table did not record its changes, [`Error::VersionNotFound`]
+    /// when a commit of the range is gone, and what [`Snapshot::read_file`] fails with
+    /// for files that cannot be read (a removed file already vacuumed among them).
+    pub async fn stream_changes(&self, from: i64, to: Option<i64>) -> Result<RecordBatchStream> {
+        let snapshot = self.snapshot().clone();
         let to = to.unwrap_or(snapshot.version());
         if from < 0 || from > to || to > snapshot.version() {
             return Err(Error::InvalidArgument {
@@ -63,7 +74,7 @@ impl Table {
         }
         let times = list_versions(snapshot.location()).await?;
         // The properties in effect at `from`: those of the version before it.
-        let mut enabled = match from {
+        let enabled = match from {
             0 => false,
             _ => {
                 let before = Snapshot::builder(snapshot.location().clone())
@@ -73,46 +84,79 @@ impl Table {
                 before.properties().change_data_feed()
             }
         };
-        let schema = output_schema(snapshot);
-        let mut out = Vec::new();
-        for version in from..=to {
-            let actions = read_version(snapshot, version).await?;
-            if let Some(m) = actions.iter().find_map(|a| match a {
-                Action::Metadata(m) => Some(m),
-                _ => None,
-            }) {
-                enabled = TableProperties::new(m).change_data_feed();
-            }
-            if !enabled {
-                return Err(Error::ChangeDataFeedNotEnabled { version });
-            }
-            let timestamp = in_commit_timestamp(&actions)
-                .or_else(|| times.get(&version).copied())
-                .ok_or_else(|| gone(version))?;
-            let stamp = Stamp {
-                version,
-                micros: timestamp.saturating_mul(1000),
-            };
-            let cdc: Vec<&Cdc> = actions
-                .iter()
-                .filter_map(|a| match a {
-                    Action::Cdc(c) => Some(c),
-                    _ => None,
-                })
-                .collect();
-            if !cdc.is_empty() {
-                for file in cdc {
-                    let (rows, kinds) = read_change_file(snapshot, file).await?;
-                    out.push(with_change_columns(&schema, rows, kinds, stamp)?);
+        let reader = Arc::new(Versions {
+            schema: output_schema(&snapshot),
+            snapshot,
+            times,
+        });
+        let versions = futures::stream::try_unfold((from, enabled), move |(version, enabled)| {
+            let reader = Arc::clone(&reader);
+            async move {
+                if version > to {
+                    return Ok::<_, Error>(None);
                 }
-                continue;
+                let (batches, enabled) = reader.changes_of(version, enabled).await?;
+                Ok(Some((batches, (version + 1, enabled))))
             }
-            for (rows, kind) in inferred_changes(snapshot, &actions).await? {
-                let kinds = Arc::new(StringArray::from(vec![kind; rows.num_rows()]));
-                out.push(with_change_columns(&schema, rows, kinds, stamp)?);
-            }
+        });
+        Ok(versions
+            .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed())
+    }
+}
+
+/// What reading a range of versions' changes needs.
+struct Versions {
+    snapshot: Snapshot,
+    schema: SchemaRef,
+    /// Commit times by version.
+    times: std::collections::BTreeMap<i64, i64>,
+}
+
+impl Versions {
+    /// The change rows of one version, and whether the table records its changes after
+    /// it (`enabled`: whether it did before).
+    async fn changes_of(&self, version: i64, enabled: bool) -> Result<(Vec<RecordBatch>, bool)> {
+        let (snapshot, schema) = (&self.snapshot, &self.schema);
+        let actions = read_version(snapshot, version).await?;
+        let enabled = actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Metadata(m) => Some(TableProperties::new(m).change_data_feed()),
+                _ => None,
+            })
+            .unwrap_or(enabled);
+        if !enabled {
+            return Err(Error::ChangeDataFeedNotEnabled { version });
         }
-        Ok(out)
+        let timestamp = in_commit_timestamp(&actions)
+            .or_else(|| self.times.get(&version).copied())
+            .ok_or_else(|| gone(version))?;
+        let stamp = Stamp {
+            version,
+            micros: timestamp.saturating_mul(1000),
+        };
+        let cdc: Vec<&Cdc> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Cdc(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        if !cdc.is_empty() {
+            for file in cdc {
+                let (rows, kinds) = read_change_file(snapshot, file).await?;
+                out.push(with_change_columns(schema, rows, kinds, stamp)?);
+            }
+            return Ok((out, enabled));
+        }
+        for (rows, kind) in inferred_changes(snapshot, &actions).await? {
+            let kinds = Arc::new(StringArray::from(vec![kind; rows.num_rows()]));
+            out.push(with_change_columns(schema, rows, kinds, stamp)?);
+        }
+        Ok((out, enabled))
     }
 }
 
