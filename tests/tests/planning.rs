@@ -183,3 +183,49 @@ async fn a_table_of_many_files_plans_on_every_core_the_same() {
         assert_eq!(rows, expected, "{predicate}");
     }
 }
+
+#[tokio::test]
+async fn scans_filter_by_function_calls_as_rows_do() {
+    use tarn::expr::parse_sql;
+    use tarn_tests::fixtures::{sales_batch, sales_schema};
+    use tarn_tests::rows::row_count;
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 100)]).await.unwrap();
+    let all = table.scan().collect().await.unwrap();
+    // The same predicate evaluated by hand on every row.
+    let expected = all
+        .iter()
+        .map(|b| {
+            let ids = b
+                .column_by_name("id")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let customers = b
+                .column_by_name("customer")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            (0..b.num_rows())
+                .filter(|i| {
+                    use arrow::array::Array;
+                    !customers.is_null(*i)
+                        && customers.value(*i).ends_with('3')
+                        && ids.value(*i) % 2 == 0
+                })
+                .count()
+        })
+        .sum::<usize>();
+    assert!(expected > 0);
+    let predicate =
+        parse_sql("substring(upper(customer), -1) = '3' AND CAST(id / 2 AS INT) * 2 = id").unwrap();
+    let found = table.scan().filter(predicate).collect().await.unwrap();
+    assert_eq!(row_count(&found), expected);
+}

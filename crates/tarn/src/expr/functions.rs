@@ -47,6 +47,9 @@ pub enum Function {
     Coalesce,
     /// `abs(x)`.
     Abs,
+    /// Spark SQL's `a / b`: the quotient as a double, whatever numbers divide (decimals
+    /// too); division by zero is an error, as under ANSI.
+    Divide,
 }
 
 impl Function {
@@ -95,6 +98,7 @@ impl Function {
         };
         let is = |t: Option<PrimitiveType>, ok: &dyn Fn(PrimitiveType) -> bool| t.is_none_or(ok);
         let integer = |t: PrimitiveType| matches!(t, P::Byte | P::Short | P::Integer | P::Long);
+        let numeric = |t| integer(t) || matches!(t, P::Float | P::Double | P::Decimal(..));
         match self {
             Self::Cast(to) => {
                 arity(1..=1, "one value to cast")?;
@@ -151,10 +155,16 @@ impl Function {
             }
             Self::Abs => {
                 arity(1..=1, "one number")?;
-                let numeric = |t| integer(t) || matches!(t, P::Float | P::Double | P::Decimal(..));
                 match is(args[0], &numeric) {
                     true => Ok(args[0]),
                     false => Err(mismatch("a number")),
+                }
+            }
+            Self::Divide => {
+                arity(2..=2, "two numbers")?;
+                match args.iter().all(|a| is(*a, &numeric)) {
+                    true => Ok(Some(P::Double)),
+                    false => Err(mismatch("numbers")),
                 }
             }
         }
@@ -277,6 +287,16 @@ impl Function {
                 }
                 Ok(out)
             }
+            Self::Divide => {
+                let (l, r) = (cast(&args[0], &target)?, cast(&args[1], &target)?);
+                let zero = arrow::array::Scalar::new(arrow::array::Float64Array::from(vec![0.0]));
+                let by_zero = arrow::compute::kernels::cmp::eq(&r, &zero)
+                    .map_err(|e| failed(e.to_string()))?;
+                if by_zero.true_count() > 0 {
+                    return Err(failed("division by zero".into()));
+                }
+                arrow::compute::kernels::numeric::div(&l, &r).map_err(|e| failed(e.to_string()))
+            }
             Self::Abs => {
                 let value = &args[0];
                 let zero = cast(
@@ -297,6 +317,7 @@ impl Function {
         match self {
             Self::Cast(to) => to.to_arrow(),
             Self::Year | Self::Month | Self::Day | Self::Hour | Self::Length => ArrowType::Int32,
+            Self::Divide => ArrowType::Float64,
             Self::Lower | Self::Upper | Self::Substring | Self::Concat => ArrowType::Utf8,
             Self::Coalesce | Self::Abs => args
                 .iter()
@@ -347,6 +368,7 @@ impl TryFrom<String> for Function {
     fn try_from(text: String) -> std::result::Result<Function, String> {
         match text.strip_prefix("cast:") {
             Some(to) => PrimitiveType::parse(to).map(Function::Cast),
+            None if text == "divide" => Some(Function::Divide),
             None => Function::by_name(&text),
         }
         .ok_or_else(|| format!("unknown function {text:?}"))
@@ -368,6 +390,7 @@ impl fmt::Display for Function {
             Self::Concat => "concat",
             Self::Coalesce => "coalesce",
             Self::Abs => "abs",
+            Self::Divide => "divide",
         })
     }
 }

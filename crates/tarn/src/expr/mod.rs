@@ -647,6 +647,10 @@ impl fmt::Display for Expr {
                 function: Function::Cast(to),
                 args,
             } => write!(f, "CAST({} AS {to})", args[0]),
+            Expr::Call {
+                function: Function::Divide,
+                args,
+            } => write!(f, "({} / {})", args[0], args[1]),
             Expr::Call { function, args } => {
                 let args: Vec<String> = args.iter().map(ToString::to_string).collect();
                 write!(f, "{function}({})", args.join(", "))

@@ -307,7 +307,14 @@ impl Parser<'_> {
             };
             self.at += 1;
             let right = self.unary()?;
-            left = arith(op, left, right);
+            left = match op {
+                // Spark's `/` divides as doubles, integers included (`div` truncates).
+                ArithOp::Div => Expr::Call {
+                    function: Function::Divide,
+                    args: vec![left, right],
+                },
+                _ => arith(op, left, right),
+            };
         }
     }
 

@@ -116,6 +116,8 @@ fn functions_evaluate_as_spark_does() {
         some(&["Spark SQL", "none", "héllo"])
     );
     assert_eq!(values_of("abs(id)"), some(&["3", "0", "7"]));
+    // Spark's `/` divides as doubles, integers included.
+    assert_eq!(values_of("id / 2"), some(&["-1.5", "0.0", "3.5"]));
     // Numbers of different types meet in the wider one, columns included (Spark's
     // generated columns mix them).
     assert_eq!(
@@ -151,6 +153,19 @@ fn functions_evaluate_as_spark_does() {
     )
     .unwrap();
     let err = evaluate_predicate(&err, &batch).unwrap_err();
+    assert!(matches!(err, Error::InvalidExpression { .. }), "{err}");
+    let (by_zero, _) = parse_sql("1 / (id - id)")
+        .unwrap()
+        .bind_value(&schema())
+        .unwrap();
+    let ids = arrow::array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+        ])),
+        vec![std::sync::Arc::new(arrow::array::Int64Array::from(vec![4]))],
+    )
+    .unwrap();
+    let err = evaluate_value(&by_zero, &ids).unwrap_err();
     assert!(matches!(err, Error::InvalidExpression { .. }), "{err}");
     let err = parse_sql("lower(id) = 'x'")
         .unwrap()
