@@ -811,7 +811,8 @@ async fn generated_columns_hold_both_ways_with_spark() {
              day DATE GENERATED ALWAYS AS (CAST(ts AS DATE)), \
              yr INT GENERATED ALWAYS AS (YEAR(ts)), \
              tag STRING GENERATED ALWAYS AS (concat(upper(substring(v, 1, 2)), '-', CAST(id AS STRING))), \
-             size INT GENERATED ALWAYS AS (coalesce(length(v), -1))) USING delta",
+             size INT GENERATED ALWAYS AS (coalesce(length(v), -1)), \
+             half DOUBLE GENERATED ALWAYS AS (id / 2)) USING delta",
             "INSERT INTO {t} (id, v, ts) VALUES (1, 'spark', TIMESTAMP '2021-03-04 23:30:00')",
         ],
     );
@@ -831,10 +832,13 @@ async fn generated_columns_hold_both_ways_with_spark() {
     let rows = spark.sql(&format!(
         "SELECT COUNT(*) AS n, SUM(CASE WHEN day = CAST(ts AS DATE) AND yr = YEAR(ts) \
          AND tag <=> concat(upper(substring(v, 1, 2)), '-', CAST(id AS STRING)) \
-         AND size = coalesce(length(v), -1) THEN 1 ELSE 0 END) AS right FROM {t}"
+         AND size = coalesce(length(v), -1) AND half = id / 2 THEN 1 ELSE 0 END) AS right, \
+         MAX(CASE WHEN id = 101 THEN half END) AS half_of_101 FROM {t}"
     ));
     assert_eq!(rows[0]["n"].as_i64(), Some(5), "{rows:?}");
     assert_eq!(rows[0]["n"], rows[0]["right"], "{rows:?}");
+    // Spark's `/` is a double quotient, and Tarn computed it so.
+    assert_eq!(rows[0]["half_of_101"].as_f64(), Some(50.5), "{rows:?}");
 
     // An expression Tarn cannot compute refuses Tarn's writes, naming it.
     let dir = root.path().join("generated-hash");
