@@ -381,6 +381,21 @@ pub async fn country_sales_table(dir: &std::path::Path) -> tarn::Table {
     table
 }
 
+/// An unpartitioned sales table at `dir` with no properties, holding ids `0..rows` in one
+/// commit (version 1).
+pub async fn sales_table_of(dir: &std::path::Path, rows: i64) -> tarn::Table {
+    let mut table = tarn::Table::create(dir.to_str().expect("a UTF-8 path"))
+        .with_arrow_schema(&sales_schema())
+        .execute()
+        .await
+        .expect("create the table");
+    table
+        .append([sales_batch(0, rows)])
+        .await
+        .expect("append to the table");
+    table
+}
+
 /// The snapshot of the table at `dir` at `version`.
 pub async fn snapshot_at(dir: &std::path::Path, version: i64) -> tarn::Snapshot {
     let location = tarn_store::open(dir.to_str().expect("a UTF-8 path")).expect("open the store");

@@ -12,7 +12,7 @@ use futures::StreamExt;
 
 use tarn::expr::{col, lit};
 use tarn::{Error, ManualClock, Table};
-use tarn_tests::fixtures::{only_country, sales_batch, sales_schema};
+use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, sales_table_of};
 use tarn_tests::rows::change_rows;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,12 +78,7 @@ async fn appends_and_partition_deletes_read_as_inserts_and_deletes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_without_a_feed_say_so() {
     let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 5)]).await.unwrap();
+    let mut table = sales_table_of(dir.path(), 5).await;
     let err = table.changes(1, None).await.unwrap_err();
     assert!(
         matches!(err, Error::ChangeDataFeedNotEnabled { version: 1 }),

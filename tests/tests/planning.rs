@@ -187,15 +187,10 @@ async fn a_table_of_many_files_plans_on_every_core_the_same() {
 #[tokio::test]
 async fn scans_filter_by_function_calls_as_rows_do() {
     use tarn::expr::parse_sql;
-    use tarn_tests::fixtures::{sales_batch, sales_schema};
+    use tarn_tests::fixtures::sales_table_of;
     use tarn_tests::rows::row_count;
     let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 100)]).await.unwrap();
+    let table = sales_table_of(dir.path(), 100).await;
     let all = table.scan().collect().await.unwrap();
     // The same predicate evaluated by hand on every row.
     let expected = all

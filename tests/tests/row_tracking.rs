@@ -14,7 +14,7 @@ use arrow::datatypes::Int64Type;
 use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit};
 use tarn::{Snapshot, Table};
-use tarn_tests::fixtures::{sales_batch, sales_schema, snapshot_at};
+use tarn_tests::fixtures::{sales_batch, sales_schema, sales_table_of, snapshot_at};
 use tarn_tests::log::commit_info_at;
 use tarn_tests::rows::read_parquet_file;
 use tarn_tests::spark::{delta_table, spark};
@@ -397,12 +397,7 @@ async fn concurrent_appends_never_share_an_id_and_never_conflict() {
 #[tokio::test]
 async fn turning_row_tracking_on_gives_every_file_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 20)]).await.unwrap();
+    let mut table = sales_table_of(dir.path(), 20).await;
     table.append([sales_batch(20, 25)]).await.unwrap();
     assert!(table.snapshot().files().all(|f| f.base_row_id.is_none()));
     let rows_before = table.scan().collect().await.unwrap();
