@@ -1,5 +1,5 @@
 //! Reading a Delta log's commits as the tests check them: a commit's `commitInfo` and the
-//! writers (`txnId`s) it names.
+//! writers (`txnId`s) it names, and its actions.
 
 use object_store::ObjectStoreExt;
 use tarn::StoreLocation;
@@ -16,6 +16,24 @@ pub async fn commit_info_at(location: &StoreLocation, version: i64) -> Option<se
     let first: serde_json::Value =
         serde_json::from_slice(body.split(|b| *b == b'\n').next()?).ok()?;
     Some(first["commitInfo"].clone())
+}
+
+/// Every action of the commit at `version`, one JSON object per line; empty when there is
+/// no such commit.
+pub async fn actions_at(location: &StoreLocation, version: i64) -> Vec<serde_json::Value> {
+    let path = location
+        .root()
+        .clone()
+        .join("_delta_log")
+        .join(format!("{version:020}.json"));
+    let Ok(got) = location.store().get(&path).await else {
+        return Vec::new();
+    };
+    let body = got.bytes().await.unwrap_or_default();
+    body.split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect()
 }
 
 /// Every `txnId` the commit at `version` names, its committer's first and then those it

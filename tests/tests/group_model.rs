@@ -1,6 +1,6 @@
 //! The model test with group commit: rounds in which several writers (each its own table
-//! handle, as separate processes would have) append, overwrite partitions and delete
-//! partitions at once, with faults on their data files, commit PUTs and proposal PUTs,
+//! handle, as separate processes would have) append, overwrite partitions, delete
+//! partitions and delete ranges of rows through deletion vectors at once, with faults on their data files, commit PUTs and proposal PUTs,
 //! checked against a serial model of the table replayed in the order the log names its
 //! writers (each commit's `commitInfo.txnId`, then the `txnId`s it carried):
 //!
@@ -26,7 +26,7 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use proptest::prelude::*;
 use tarn::expr::{col, lit};
-use tarn::{Error, IsolationLevel, Snapshot, StoreLocation, Table, WriteMode};
+use tarn::{ChangeStrategy, Error, IsolationLevel, Snapshot, StoreLocation, Table, WriteMode};
 use tarn_store::{
     Fault, FaultControl, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
 };
@@ -39,9 +39,22 @@ const WRITERS: usize = 6;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append { rows: Vec<u8> },
-    OverwritePartition { part: u8, rows: u8 },
-    DeletePartition { part: u8 },
+    Append {
+        rows: Vec<u8>,
+    },
+    OverwritePartition {
+        part: u8,
+        rows: u8,
+    },
+    DeletePartition {
+        part: u8,
+    },
+    /// Merge-on-read DELETE of ids `from..from + len`: concurrent ones on one file unite
+    /// their deletion vectors when their rows are disjoint, and conflict when not.
+    DeleteIds {
+        from: i64,
+        len: i64,
+    },
 }
 
 /// A fault for one writer's operation.
@@ -61,6 +74,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => prop::collection::vec(0u8..3, 1..4).prop_map(|rows| Op::Append { rows }),
         2 => (0u8..3, 1u8..3).prop_map(|(part, rows)| Op::OverwritePartition { part, rows }),
         2 => (0u8..3).prop_map(|part| Op::DeletePartition { part }),
+        2 => (1i64..24, 1i64..4).prop_map(|(from, len)| Op::DeleteIds { from, len }),
     ]
 }
 
@@ -122,6 +136,7 @@ async fn harness(seed: u64) -> Harness {
         .with_arrow_schema(&schema())
         .with_partition_columns(["part"])
         .with_property("delta.checkpointInterval", "5")
+        .with_property("delta.enableDeletionVectors", "true")
         .execute()
         .await
         .unwrap();
@@ -172,22 +187,30 @@ async fn execute(
     table: &mut Table,
     op: &Op,
     rows: &[(i64, String)],
-) -> tarn::Result<tarn::WriteOutcome> {
+) -> tarn::Result<tarn::CommitOutcome> {
     match op {
-        Op::Append { .. } => table.append([batch(rows)]).await,
-        Op::OverwritePartition { part, .. } => {
-            table
-                .write([batch(rows)])
-                .mode(WriteMode::Overwrite)
-                .replace_where(col("part").eq(lit(PARTS[*part as usize])))
-                .execute()
-                .await
-        }
-        Op::DeletePartition { part } => {
-            table
-                .delete_partitions(col("part").eq(lit(PARTS[*part as usize])))
-                .await
-        }
+        Op::Append { .. } => table.append([batch(rows)]).await.map(|o| o.commit),
+        Op::OverwritePartition { part, .. } => table
+            .write([batch(rows)])
+            .mode(WriteMode::Overwrite)
+            .replace_where(col("part").eq(lit(PARTS[*part as usize])))
+            .execute()
+            .await
+            .map(|o| o.commit),
+        Op::DeletePartition { part } => table
+            .delete_partitions(col("part").eq(lit(PARTS[*part as usize])))
+            .await
+            .map(|o| o.commit),
+        Op::DeleteIds { from, len } => table
+            .delete(
+                col("id")
+                    .gt_eq(lit(*from))
+                    .and(col("id").lt(lit(from + len))),
+            )
+            .strategy(ChangeStrategy::MergeOnRead)
+            .execute()
+            .await
+            .map(|o| o.commit),
     }
 }
 
@@ -213,7 +236,7 @@ async fn play(
         let parts: Vec<u8> = match op {
             Op::Append { rows } => rows.clone(),
             Op::OverwritePartition { part, rows } => vec![*part; *rows as usize],
-            Op::DeletePartition { .. } => Vec::new(),
+            Op::DeletePartition { .. } | Op::DeleteIds { .. } => Vec::new(),
         };
         let rows: Vec<(i64, String)> = parts
             .into_iter()
@@ -233,17 +256,14 @@ async fn play(
     for ((w, op, rows), result) in planned.into_iter().zip(results) {
         h.writers[w].faults.clear();
         let (told, txn_id) = match result {
-            Ok(outcome) if outcome.commit.txn_id.is_empty() => (Told::NothingToCommit, None),
+            Ok(outcome) if outcome.txn_id.is_empty() => (Told::NothingToCommit, None),
             Ok(outcome) => {
-                assert!(
-                    outcome.commit.attempts >= 1,
-                    "{op:?} committed in no attempt"
-                );
+                assert!(outcome.attempts >= 1, "{op:?} committed in no attempt");
                 (
                     Told::Committed {
-                        version: outcome.commit.version,
+                        version: outcome.version,
                     },
-                    Some(outcome.commit.txn_id),
+                    Some(outcome.txn_id),
                 )
             }
             Err(Error::CommitStateUnknown { txn_id, .. }) => (Told::Unknown, Some(txn_id)),
@@ -275,6 +295,7 @@ fn apply(rows: &mut Rows, issued: &Issued) {
             rows.extend(issued.rows.iter().cloned());
         }
         Op::DeletePartition { part } => rows.retain(|r| r.1 != PARTS[*part as usize]),
+        Op::DeleteIds { from, len } => rows.retain(|r| r.0 < *from || r.0 >= from + len),
     }
 }
 
@@ -307,7 +328,7 @@ async fn check(h: &Harness, issued: &[Issued], by_txn: &BTreeMap<String, usize>)
         let ids = txn_ids_at(&h.clean, version).await;
         assert!(!ids.is_empty(), "version {version} names no txnId");
         carried += ids.len() - 1;
-        for id in ids {
+        for (k, id) in ids.into_iter().enumerate() {
             let Some(&i) = by_txn.get(&id) else {
                 panic!(
                     "version {version} holds txnId {id}, which no writer was told committed \
@@ -327,6 +348,9 @@ async fn check(h: &Harness, issued: &[Issued], by_txn: &BTreeMap<String, usize>)
                 _ => panic!("{:?} is in version {version}", issued[i]),
             }
             apply(&mut rows, &issued[i]);
+            if k > 0 && matches!(issued[i].op, Op::DeleteIds { .. }) {
+                eprintln!("version {version} carried {:?}", issued[i].op);
+            }
         }
         let snapshot = Snapshot::builder(h.clean.clone())
             .at_version(version)

@@ -507,3 +507,79 @@ async fn commits_carrying_other_writers_read_the_same_through_deltalake() {
     // amount = 1.5 * id: the delete took ids 0..20.
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 250 - 20);
 }
+
+/// A merge-on-read delete carried in another's commit: both delete rows of the one data
+/// file, so the commit holds that file once, its DV uniting both writers' rows, and
+/// delta-rs reads every version with Tarn's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_deltalake() {
+    use tarn::ChangeStrategy;
+
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("grouped_dvs");
+    let mut table = tarn_tests::fixtures::sales_table_of(&dir, 100).await;
+    let _ = table
+        .set_properties([("delta.enableDeletionVectors", "true")])
+        .await
+        .unwrap();
+    let location = table.snapshot().location().clone();
+    let delete = |predicate: tarn::expr::Expr| -> Write {
+        Box::new(
+            move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
+                Box::pin(async move {
+                    t.delete(predicate)
+                        .strategy(ChangeStrategy::MergeOnRead)
+                        .execute()
+                        .await
+                        .map(|o| o.commit)
+                })
+            },
+        )
+    };
+    let version = commit_grouped(
+        &location,
+        delete(col("id").lt(lit(3i64))),
+        delete(col("id").eq(lit(50i64))),
+    )
+    .await;
+    let actions = tarn_tests::log::actions_at(&location, version).await;
+    let adds: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("add")).collect();
+    let removes: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("remove")).collect();
+    assert_eq!((adds.len(), removes.len()), (1, 1), "{actions:?}");
+    assert_eq!(adds[0]["path"], removes[0]["path"]);
+    assert_eq!(adds[0]["deletionVector"]["cardinality"], 4);
+    assert_eq!(adds[0]["deletionVector"]["storageType"], "i");
+    table.refresh().await.unwrap();
+    let batches = table.scan().select(["id"]).collect().await.unwrap();
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    let expected: Vec<i64> = (3..100).filter(|i| *i != 50).collect();
+    assert_eq!(ids, expected);
+    for version in 0..=version {
+        let snapshot = Snapshot::builder(location.clone())
+            .at_version(version)
+            .build()
+            .await
+            .unwrap();
+        let ours = snapshot.scan().collect().await.unwrap();
+        let theirs = read_with_deltalake(&dir, Some(version));
+        let what = format!("version {version}");
+        assert_eq!(theirs.rows, row_count(&ours), "{what}: row count");
+        let theirs = align(&theirs.batches, snapshot.arrow_schema());
+        assert_eq!(
+            canonical_rows(&ours),
+            canonical_rows(&theirs),
+            "{what}: rows"
+        );
+    }
+}

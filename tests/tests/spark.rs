@@ -678,4 +678,46 @@ async fn spark_reads_commits_carrying_other_writers() {
     table.refresh().await.unwrap();
     assert_eq!(table.version(), latest);
     assert_same_in_spark(spark, &table, &dir, "grouped commits").await;
+    // Two merge-on-read deletes of rows in the same files, carried in one commit: each
+    // file's DV unites both writers' rows.
+    let _ = table
+        .set_properties([("delta.enableDeletionVectors", "true")])
+        .await
+        .unwrap();
+    let delete = |predicate: tarn::expr::Expr| -> Write {
+        Box::new(
+            move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
+                Box::pin(async move {
+                    t.delete(predicate)
+                        .strategy(ChangeStrategy::MergeOnRead)
+                        .execute()
+                        .await
+                        .map(|o| o.commit)
+                })
+            },
+        )
+    };
+    let united = commit_grouped(
+        &location,
+        delete(col("id").lt(lit(10))),
+        delete(col("id").gt_eq(lit(60)).and(col("id").lt(lit(70)))),
+    )
+    .await;
+    let actions = tarn_tests::log::actions_at(&location, united).await;
+    let adds: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| a["add"]["path"].as_str())
+        .collect();
+    let distinct: std::collections::BTreeSet<&str> = adds.iter().copied().collect();
+    assert_eq!(adds.len(), distinct.len(), "a file added twice: {adds:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|a| a["add"]["deletionVector"]["cardinality"].as_i64() > Some(1)),
+        "no DV united rows: {actions:?}"
+    );
+    table.refresh().await.unwrap();
+    assert_eq!(table.version(), united);
+    assert_eq!(row_count(&table.scan().collect().await.unwrap()), 250 - 20);
+    assert_same_in_spark(spark, &table, &dir, "deletion vectors united in a group").await;
 }

@@ -11,7 +11,7 @@
 //! once, and once version `base + WINDOW` exists its writer knows the outcome for good
 //! by reading the commits of the window. Readers see only commits.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::IsolationLevel;
-use super::conflict::{Ours, ReadSet, WinningCommit, check};
+use super::conflict::{Ours, ReadSet, WinningCommit};
+use super::group_dv::{GroupFiles, admit};
 use crate::cache::Caches;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
@@ -162,10 +163,12 @@ impl Proposal {
     }
 
     /// Whether another writer can carry this work: no metadata or protocol change (it
-    /// would conflict with every other member) and no deletion vector that a concurrent
-    /// change might have to be merged into (only its own writer can merge it), and a body
+    /// would conflict with every other member), deletion vectors only inline (a committer
+    /// unites them with concurrent ones, but writes no DV file for another writer), and a body
     /// that reads back as written and that a committer would carry (at most 8 MiB).
-    pub(crate) fn carriable(&self, has_dv_changes: bool) -> Option<Bytes> {
+    /// `dvs_carriable` says whether its deletion vectors are all inline
+    /// ([`dv_changes_of`] finds them).
+    pub(crate) fn carriable(&self, dvs_carriable: bool) -> Option<Bytes> {
         // Change files make a commit's readers ignore its other actions: a commit that
         // has them carries nothing, and is carried by no one.
         let plain = self.actions.iter().all(|a| {
@@ -174,7 +177,7 @@ impl Proposal {
                 Action::Metadata(_) | Action::Protocol(_) | Action::CommitInfo(_) | Action::Cdc(_)
             )
         });
-        if has_dv_changes || !plain || self.actions.is_empty() {
+        if !plain || self.actions.is_empty() || !dvs_carriable {
             return None;
         }
         let body = self.encode().ok()?;
@@ -271,6 +274,9 @@ pub(crate) struct Group {
     pub(crate) txn_ids: Vec<String>,
     /// Whether every one of them is a blind append.
     pub(crate) blind_append: bool,
+    /// The files members changed through deletion vectors, whose first `add` takes the
+    /// rows later members deleted too.
+    pub(crate) files: GroupFiles,
 }
 
 /// What the committer itself commits, as a member of its group.
@@ -334,6 +340,7 @@ pub(crate) async fn gather(
     own: &Own<'_>,
     refs: &[ProposalRef],
     memory: &mut Memory,
+    now_ms: i64,
 ) -> Group {
     let mut candidates: Vec<&ProposalRef> = refs
         .iter()
@@ -396,13 +403,13 @@ pub(crate) async fn gather(
         memory.proposals.insert(path, read);
     }
 
-    let no_paths = Default::default();
     let mut members: Vec<WinningCommit> = vec![member(
         version,
         own.operation,
         own.blind_append,
         own.actions,
     )];
+    group.files.record(base, own.actions);
     let mut bytes = 0;
     for r in candidates {
         let Some(Some((proposal, size))) = memory.proposals.get(&r.location) else {
@@ -418,34 +425,28 @@ pub(crate) async fn gather(
             || proposal.base + proposal.window.clamp(1, WINDOW) < version
             || between.iter().any(|(_, a)| names(a, &proposal.txn_id))
             || group.txn_ids.contains(&proposal.txn_id)
+            || bytes + *size > MAX_GROUP_BYTES
         {
             continue;
         }
-        let ours = Ours {
+        let no_paths = BTreeSet::new();
+        let work = Ours {
             isolation: proposal.isolation,
             reads: &proposal.reads,
             actions: &proposal.actions,
             dv_paths: &no_paths,
         };
-        let clean =
-            |winner: &WinningCommit| matches!(check(&ours, base, winner), Ok(r) if r.is_empty());
-        let passes = between.iter().all(|(v, actions)| {
-            clean(&WinningCommit {
-                version: *v,
-                actions: (*actions).clone(),
-            })
-        }) && members.iter().all(clean);
-        if !passes || bytes + *size > MAX_GROUP_BYTES {
+        let Some(actions) = admit(base, &work, &between, &members, &mut group.files, now_ms) else {
             continue;
-        }
+        };
         bytes += size;
         members.push(member(
             version,
             &proposal.operation,
             proposal.blind_append,
-            &proposal.actions,
+            &actions,
         ));
-        group.actions.extend(proposal.actions.iter().cloned());
+        group.actions.extend(actions);
         group.txn_ids.push(proposal.txn_id.clone());
         group.blind_append &= proposal.blind_append;
     }
@@ -576,7 +577,7 @@ mod tests {
             vec![txn(3)],
             col("id").gt_eq(lit(7i64)).and(col("s").eq(lit("x"))),
         );
-        let body = p.carriable(false).expect("carriable");
+        let body = p.carriable(true).expect("carriable");
         let back = Proposal::decode(41, &body).unwrap();
         assert_eq!(back.txn_id, "t-1");
         assert_eq!(back.base, 41);
@@ -599,7 +600,7 @@ mod tests {
         let with_feed = vec![txn(1), cdc];
         assert!(
             proposal(with_feed.clone(), col("id").eq(lit(1i64)))
-                .carriable(false)
+                .carriable(true)
                 .is_none()
         );
         assert!(!may_carry(&with_feed));
@@ -609,25 +610,25 @@ mod tests {
     #[test]
     fn work_only_its_writer_can_finish_is_not_carriable() {
         let plain = || proposal(vec![txn(1)], col("id").eq(lit(1i64)));
-        assert!(plain().carriable(false).is_some());
-        // A deletion vector a concurrent change may have to be merged into.
-        assert!(plain().carriable(true).is_none());
+        assert!(plain().carriable(true).is_some());
+        // A deletion vector in a file, which a committer would have to rewrite.
+        assert!(plain().carriable(false).is_none());
         // A commitInfo is the committer's to write.
         let info = member(0, "WRITE", true, &[]).actions.remove(0);
         assert!(
             proposal(vec![info], col("id").eq(lit(1i64)))
-                .carriable(false)
+                .carriable(true)
                 .is_none()
         );
         // A predicate that JSON cannot hold (NaN) would read back as another one.
         assert!(
             proposal(vec![txn(1)], col("x").lt(lit(f64::NAN)))
-                .carriable(false)
+                .carriable(true)
                 .is_none()
         );
         assert!(
             proposal(Vec::new(), col("id").eq(lit(1i64)))
-                .carriable(false)
+                .carriable(true)
                 .is_none()
         );
     }
@@ -642,6 +643,7 @@ mod tests {
             actions: Vec::new(),
             txn_ids: vec!["a".into(), "b".into()],
             blind_append: false,
+            files: GroupFiles::default(),
         };
         mark_group(&mut info, &group);
         let actions = vec![info];

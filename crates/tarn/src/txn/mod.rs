@@ -24,6 +24,7 @@ mod checkpoint;
 mod commit_info;
 mod conflict;
 mod group;
+mod group_dv;
 mod ict;
 mod policy;
 mod put;

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::checkpoint::{CheckpointTask, maybe_checkpoint};
 use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
+use super::group_dv;
 use super::put::{self, PutOutcome, commits_after, encode_commit, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
@@ -446,7 +447,7 @@ impl Transaction {
                         reads: self.reads.clone(),
                         actions: actions.clone(),
                     }
-                    .carriable(!dv_changes.is_empty())
+                    .carriable(group_dv::dv_changes_of(&base, &actions).is_some())
                 })
                 .flatten();
             let proposal_path = group::proposal_path(root, base.version(), stamp, &txn_id);
@@ -458,7 +459,8 @@ impl Transaction {
             };
             let carried =
                 if self.retry.group_commit && !listed.is_empty() && group::may_carry(&actions) {
-                    group::gather(&base, version, &own, &listed, &mut memory).await
+                    let now_ms = self.clock.now_ms();
+                    group::gather(&base, version, &own, &listed, &mut memory, now_ms).await
                 } else {
                     group::Group::default()
                 };
@@ -483,6 +485,7 @@ impl Transaction {
                 ict::record_enablement(&base, &mut all_actions, version, timestamp);
             }
             all_actions.extend(carried.actions.iter().cloned());
+            carried.files.apply(&base, &mut all_actions);
             if let Some(kept) =
                 row_tracking::assign(&base, &mut all_actions, version, self.row_ids_kept)?
             {
