@@ -1013,12 +1013,8 @@ async fn deltalake_reads_the_manifest() {
     assert_eq!(theirs, ours);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rename_in_a_small_page_rewrites_that_page_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
-    let catalog = open(&location, Layout::default()).await;
-    // One small page: a namespace and ten declared tables, imported at once.
+/// A small page of a namespace and ten declared tables, imported at once.
+async fn one_small_page(catalog: &Catalog) {
     let mut rows = vec![tarn_catalog::manifest::Row {
         object_id: "ns".into(),
         object_type: tarn_catalog::manifest::NAMESPACE.into(),
@@ -1036,6 +1032,36 @@ async fn a_rename_in_a_small_page_rewrites_that_page_only() {
         updated_at: 0,
     }));
     catalog.import(rows).await.unwrap();
+}
+
+/// The deletion vector of each page, by the page's lower bound: its cardinality.
+async fn page_dvs(dir: &std::path::Path) -> Vec<(String, i64)> {
+    let table = tarn::Table::open(&manifest_url(dir)).await.unwrap();
+    let mut dvs: Vec<(String, i64)> = table
+        .snapshot()
+        .files()
+        .map(|add| {
+            let stats: serde_json::Value =
+                serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
+            (
+                stats["minValues"]["object_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+                add.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality),
+            )
+        })
+        .collect();
+    dvs.sort();
+    dvs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_marks_the_old_name_deleted_and_writes_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::default()).await;
+    one_small_page(&catalog).await;
     let before = page_shapes(dir.path()).await;
     assert_eq!(before, vec![("ns".into(), "ns$t9".into(), 11)]);
 
@@ -1043,16 +1069,77 @@ async fn a_rename_in_a_small_page_rewrites_that_page_only() {
         .rename_table(&id("ns$t3"), &id("ns$z"))
         .await
         .unwrap();
-    // The page is rewritten with the new name in it: no second file.
+    // The old page is not rewritten: its deletion vector takes the old name, and the new
+    // name goes into a small page of its own.
     assert_eq!(
         page_shapes(dir.path()).await,
-        vec![("ns".into(), "ns$z".into(), 11)]
+        vec![
+            ("ns".into(), "ns$t9".into(), 11),
+            ("ns$z".into(), "ns$z".into(), 1)
+        ]
+    );
+    assert_eq!(
+        page_dvs(dir.path()).await,
+        vec![("ns".into(), 1), ("ns$z".into(), 0)]
     );
     assert!(catalog.table_exists(&id("ns$z")).await.unwrap());
     assert!(!catalog.table_exists(&id("ns$t3")).await.unwrap());
     let listed = catalog.list_tables(&id("ns"), 20, None).await.unwrap().ids;
     assert_eq!(listed.len(), 10);
     assert!(listed.contains(&id("ns$z")));
+    // A fresh handle reads the same.
+    let fresh = open(&location, Layout::default()).await;
+    assert!(!fresh.table_exists(&id("ns$t3")).await.unwrap());
+    assert_eq!(
+        fresh.list_tables(&id("ns"), 20, None).await.unwrap().ids,
+        listed
+    );
+}
+
+/// Drops from separate handles of tables in one page commit without re-running: each
+/// marks its row in the page's deletion vector, and a lost race unites the DVs (in Tarn's
+/// retry, or in a group commit) instead of conflicting. A page that would lose half its
+/// rows is rewritten instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_drops_of_one_page_unite_their_deletion_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::default()).await;
+    one_small_page(&catalog).await;
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        handles.push(open(&location, Layout::default()).await);
+    }
+    let drops = handles
+        .iter()
+        .enumerate()
+        .map(|(i, c)| async move { c.drop_table(&id(&format!("ns$t{i}")), false).await });
+    for result in futures::future::join_all(drops).await {
+        result.unwrap();
+    }
+    let reruns: u64 = handles.iter().map(|c| c.stats().reruns).sum();
+    assert_eq!(reruns, 0, "a drop re-ran");
+    // One page, never rewritten, whose DV holds the four rows.
+    assert_eq!(
+        page_shapes(dir.path()).await,
+        vec![("ns".into(), "ns$t9".into(), 11)]
+    );
+    assert_eq!(page_dvs(dir.path()).await, vec![("ns".into(), 4)]);
+    for c in &handles {
+        let listed = c.list_tables(&id("ns"), 20, None).await.unwrap().ids;
+        assert_eq!(
+            listed,
+            (4..10).map(|i| id(&format!("ns$t{i}"))).collect::<Vec<_>>()
+        );
+    }
+    // The sixth row of eleven gone: the page is rewritten without its dropped rows.
+    catalog.drop_table(&id("ns$t4"), false).await.unwrap();
+    catalog.drop_table(&id("ns$t5"), false).await.unwrap();
+    assert_eq!(
+        page_shapes(dir.path()).await,
+        vec![("ns".into(), "ns$t9".into(), 5)]
+    );
+    assert_eq!(page_dvs(dir.path()).await, vec![("ns".into(), 0)]);
 }
 
 /// A mutation on a warm handle waits on two round trips: its page (and a new table's

@@ -20,7 +20,7 @@ use tarn::{Error as TarnError, Snapshot, Table};
 use crate::catalog::Stats;
 use crate::error::{CatalogError, Result};
 use crate::manifest::{Row, batch_of};
-use crate::pages::{Layout, Page, PageCache, pages, pages_for_key, split};
+use crate::pages::{Layout, Page, PageCache, PageRows, pages, pages_for_key, split};
 
 /// Times a batch re-reads the manifest after a conflict before giving up. Writers that
 /// all change one page (drops in a small catalog) win one at a time, so under hundreds of
@@ -67,7 +67,12 @@ pub(crate) struct View {
     homed: HashMap<usize, usize>,
     loaded: Vec<Page>,
     pages: Vec<Page>,
+    /// The position of each loaded key in its page's file.
+    positions: HashMap<String, u64>,
     dirty: BTreeSet<Option<usize>>,
+    /// Dirty pages whose rows change other than by deletion: they are rewritten, where a
+    /// page that only loses rows takes a deletion vector.
+    rewrites: BTreeSet<Option<usize>>,
     /// Edits the operations made (a compaction's moves are not theirs).
     dirty_by_ops: usize,
     /// Microseconds since the epoch, for created_at / updated_at.
@@ -113,6 +118,7 @@ impl View {
             }
         };
         self.dirty.insert(page);
+        self.rewrites.insert(page);
         self.dirty_by_ops += 1;
         self.rows.insert(key, Some(row));
     }
@@ -161,7 +167,7 @@ impl View {
             return None;
         };
         let limit = (rows_per_page / 4).max(2);
-        self.dirty.iter().flatten().copied().find(|&i| {
+        self.rewrites.iter().flatten().copied().find(|&i| {
             let homed = self.homed.get(&i).copied().unwrap_or(0);
             self.loaded[i].is_small(self.layout) && homed > 0 && homed + 1 < limit
         })
@@ -192,8 +198,8 @@ impl View {
             })
             .collect();
         for (key, from, to) in moves {
-            self.dirty.insert(Some(from));
-            self.dirty.insert(to);
+            self.dirty.extend([Some(from), to]);
+            self.rewrites.extend([Some(from), to]);
             self.set_home(key, to);
         }
     }
@@ -255,6 +261,7 @@ pub(crate) async fn run_batch(
         // turn a read into a write.
         if compacting && view.dirty_by_ops == 0 {
             view.dirty.clear();
+            view.rewrites.clear();
         }
         if !view.is_dirty() {
             settle(gates, &mut gate_errors).await;
@@ -289,7 +296,9 @@ pub(crate) async fn run_batch(
                 stats.commits.fetch_add(1, Ordering::Relaxed);
                 // The pages just written are known: the next batch need not read them.
                 for (path, rows) in written {
-                    cache.insert(path, rows);
+                    // Written sorted by key: each row's position is its index.
+                    let positions = Arc::new((0..rows.len() as u64).collect());
+                    cache.insert(path, PageRows { rows, positions });
                 }
                 return Ok(with_gate_errors(results, gate_errors));
             }
@@ -403,16 +412,19 @@ async fn load(
         homed: HashMap::new(),
         loaded,
         pages,
+        positions: HashMap::new(),
         dirty: BTreeSet::new(),
+        rewrites: BTreeSet::new(),
         dirty_by_ops: 0,
         now_us,
         layout,
         current: 0,
         gates: Vec::new(),
     };
-    for (i, rows) in contents.iter().enumerate() {
-        for row in rows.iter() {
+    for (i, page) in contents.iter().enumerate() {
+        for (row, position) in page.rows.iter().zip(page.positions.iter()) {
             view.set_home(row.object_id.clone(), Some(i));
+            view.positions.insert(row.object_id.clone(), *position);
             view.rows.insert(row.object_id.clone(), Some(row.clone()));
         }
     }
@@ -455,7 +467,23 @@ async fn prepare(
     let now_ms = view.now_us / 1000;
     let mut batches = Vec::new();
     let mut written: Vec<Arc<Vec<Row>>> = Vec::new();
+    // A page that only loses rows takes a deletion vector, while its deleted rows stay
+    // under half its rows: no page is written, and writers deleting other rows of the
+    // page unite their DVs instead of conflicting.
+    let dvs = layout != Layout::FullRewrite
+        && table
+            .snapshot()
+            .protocol()
+            .has_writer_feature("deletionVectors");
     for page in view.dirty.clone() {
+        if let Some(i) = page
+            && dvs
+            && !view.rewrites.contains(&page)
+            && let Some(gone) = deleted_positions(view, i)
+        {
+            txn.delete_rows(&view.loaded[i].add, &gone).await?;
+            continue;
+        }
         let mut rows = rows_in(view, page);
         if let Some(i) = page {
             txn.remove_file(view.loaded[i].add.clone().into_remove(now_ms));
@@ -477,9 +505,29 @@ fn spawn_page(
     cache: &Arc<PageCache>,
     snapshot: &Snapshot,
     add: &tarn::protocol::Add,
-) -> tokio::task::JoinHandle<Result<Arc<Vec<Row>>>> {
+) -> tokio::task::JoinHandle<Result<PageRows>> {
     let (cache, snapshot, add) = (Arc::clone(cache), snapshot.clone(), add.clone());
-    tokio::spawn(async move { cache.rows(&snapshot, &add).await })
+    tokio::spawn(async move { cache.live(&snapshot, &add).await })
+}
+
+/// The positions of the rows page `i` of the view lost, when a deletion vector should take
+/// them: the page keeps at least half its rows, or loses all of them.
+fn deleted_positions(view: &View, i: usize) -> Option<Vec<u64>> {
+    let mut gone: Vec<u64> = view
+        .home
+        .iter()
+        .filter(|(key, home)| **home == Some(i) && matches!(view.rows.get(*key), Some(None)))
+        .filter_map(|(key, _)| view.positions.get(key).copied())
+        .collect();
+    gone.sort_unstable();
+    let add = &view.loaded[i].add;
+    let physical = add.stats.as_ref().and_then(|s| s.num_records())?;
+    let before = add
+        .deletion_vector
+        .as_ref()
+        .map_or(0, |dv| u64::try_from(dv.cardinality).unwrap_or(0));
+    let after = before + gone.len() as u64;
+    (!gone.is_empty() && (after * 2 <= physical || after == physical)).then_some(gone)
 }
 
 /// The live rows of one page of the view (`None`: rows new to the catalog).

@@ -77,7 +77,14 @@ const MANIFEST_CHECKPOINT_INTERVAL: &str = "4";
 const INDEXED_PAGE_ROWS: u64 = 64;
 
 async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> Result<Table> {
-    let created = Table::create_at(location.clone())
+    let mut create = Table::create_at(location.clone());
+    if options.layout != Layout::FullRewrite {
+        // A mutation that only drops rows of a page marks them in its deletion vector
+        // (inline in the commit) instead of rewriting it: concurrent drops of one page then
+        // unite their DVs rather than conflict.
+        create = create.with_property(tarn::properties::ENABLE_DELETION_VECTORS, "true");
+    }
+    let created = create
         .with_arrow_schema(&schema())
         // A cold open reads the checkpoint and every commit after it at once, and waits
         // on the slowest: fewer commits between checkpoints, a shorter wait. Manifest

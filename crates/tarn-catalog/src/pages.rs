@@ -3,11 +3,12 @@
 //! keys it may hold: the upper level of a BTree whose leaves are the files.
 //!
 //! A mutation loads the pages its keys fall in, edits their rows, and rewrites them:
-//! split when over the page size, merged with the next page when under a quarter of it.
-//! Pages read are kept (files never change), so a warm read of an unchanged catalog reads
-//! nothing but the log.
+//! split when over the page size, merged with the next page when under a quarter of it;
+//! one that only deletes rows marks them in the page's deletion vector instead. Pages
+//! read are kept (files never change; a DV is applied as the page is read), so a warm
+//! read of an unchanged catalog reads nothing but the log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tarn::Snapshot;
@@ -58,7 +59,8 @@ pub(crate) struct Page {
     pub(crate) min: String,
     /// An upper bound of its keys.
     pub(crate) max: String,
-    /// Its rows, when its statistics say.
+    /// Its live rows (its statistics' count less its deletion vector's), when its
+    /// statistics say.
     pub(crate) rows: Option<u64>,
 }
 
@@ -106,7 +108,13 @@ pub(crate) fn pages(snapshot: &Snapshot) -> Vec<Page> {
                 // Without statistics a file may hold any key.
                 min: bound("minValues").unwrap_or_default(),
                 max: bound("maxValues").unwrap_or_else(|| char::MAX.to_string()),
-                rows: stats.as_ref().and_then(|s| s["numRecords"].as_u64()),
+                rows: stats
+                    .as_ref()
+                    .and_then(|s| s["numRecords"].as_u64())
+                    .map(|n| {
+                        let deleted = add.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality);
+                        n.saturating_sub(u64::try_from(deleted).unwrap_or(0))
+                    }),
             }
         })
         .collect();
@@ -130,43 +138,85 @@ pub(crate) fn pages_for_key<'a>(pages: &'a [Page], key: &str) -> Vec<&'a Page> {
         .collect()
 }
 
-/// Decoded rows of manifest files, by path.
+/// Decoded rows of manifest files, by path: every row a file holds with its position,
+/// deleted ones included (a file never changes; its deletion vector may).
 #[derive(Debug, Default)]
 pub(crate) struct PageCache {
     entries: Mutex<Held>,
 }
 
+/// A page's rows, sorted by key, with each one's position in its file.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PageRows {
+    pub(crate) rows: Arc<Vec<Row>>,
+    pub(crate) positions: Arc<Vec<u64>>,
+}
+
 /// Pages by path, and the order they arrived in (the oldest go first).
 type Held = (
-    HashMap<String, Arc<Vec<Row>>>,
+    HashMap<String, PageRows>,
     std::collections::VecDeque<String>,
 );
 
 impl PageCache {
-    /// The rows of a page, read from its file unless held.
+    /// The live rows of a page (those its deletion vector does not mark), sorted by key.
     ///
-    /// Fails when the file cannot be read or does not hold manifest rows.
+    /// Fails when the file or its DV cannot be read, or it does not hold manifest rows.
     pub(crate) async fn rows(&self, snapshot: &Snapshot, add: &Add) -> Result<Arc<Vec<Row>>> {
-        if let Some(rows) = self
+        Ok(self.live(snapshot, add).await?.rows)
+    }
+
+    /// The live rows of a page with their positions in its file.
+    ///
+    /// Fails as [`rows`](Self::rows) does.
+    pub(crate) async fn live(&self, snapshot: &Snapshot, add: &Add) -> Result<PageRows> {
+        let held = self
             .entries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .0
             .get(&add.path)
-        {
-            return Ok(Arc::clone(rows));
+            .cloned();
+        let all = match held {
+            Some(all) => all,
+            None => {
+                // Every row: the DV is applied below, so the cached rows serve any DV.
+                let mut whole = add.clone();
+                whole.deletion_vector = None;
+                let (batch, positions) =
+                    futures::FutureExt::boxed(snapshot.read_file_positions(&whole)).await?;
+                let mut pairs: Vec<(Row, u64)> =
+                    rows_of(&batch)?.into_iter().zip(positions).collect();
+                pairs.sort_by(|a, b| a.0.object_id.cmp(&b.0.object_id));
+                let (rows, positions): (Vec<Row>, Vec<u64>) = pairs.into_iter().unzip();
+                let all = PageRows {
+                    rows: Arc::new(rows),
+                    positions: Arc::new(positions),
+                };
+                self.insert(add.path.clone(), all.clone());
+                all
+            }
+        };
+        if add.deletion_vector.is_none() {
+            return Ok(all);
         }
-        let batch = futures::FutureExt::boxed(snapshot.read_file(add)).await?;
-        let mut rows = rows_of(&batch)?;
-        rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
-        let rows = Arc::new(rows);
-        self.insert(add.path.clone(), Arc::clone(&rows));
-        Ok(rows)
+        let deleted: HashSet<u64> = snapshot.deleted_rows(add).await?.into_iter().collect();
+        let (rows, positions): (Vec<Row>, Vec<u64>) = all
+            .rows
+            .iter()
+            .zip(all.positions.iter())
+            .filter(|(_, p)| !deleted.contains(p))
+            .map(|(r, p)| (r.clone(), *p))
+            .unzip();
+        Ok(PageRows {
+            rows: Arc::new(rows),
+            positions: Arc::new(positions),
+        })
     }
 
-    /// Keeps the rows of a page (sorted by key), dropping the oldest pages beyond the
-    /// cache's size.
-    pub(crate) fn insert(&self, path: String, rows: Arc<Vec<Row>>) {
+    /// Keeps the rows of a page (every row of its file, sorted by key), dropping the oldest
+    /// pages beyond the cache's size.
+    pub(crate) fn insert(&self, path: String, rows: PageRows) {
         let mut held = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if held.0.insert(path.clone(), rows).is_none() {
             held.1.push_back(path);

@@ -29,6 +29,7 @@ use crate::protocol::{Action, Add, DomainMetadata, Metadata, Remove, Txn};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
 
+mod delete_rows;
 mod read_only;
 
 /// Commits in a row that lost a race after which a commit publishes its group-commit
