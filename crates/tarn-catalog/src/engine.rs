@@ -233,6 +233,10 @@ pub(crate) async fn run_batch(
 ) -> Result<Vec<Result<()>>> {
     let mut attempt = 0;
     let mut refreshed = false;
+    // Folding small pages is upkeep: once a batch that folded lost to a conflict, it runs
+    // again without folding, so the operations never wait on it under contention (the
+    // next uncontended batch folds).
+    let mut compact_at = compact_at;
     // Operations whose gate failed: they are left out of the reruns.
     let mut gate_errors: Vec<Option<CatalogError>> = ops.iter().map(|_| None).collect();
     loop {
@@ -304,6 +308,9 @@ pub(crate) async fn run_batch(
             }
             Err(TarnError::Conflict { .. }) if attempt < ATTEMPTS => {
                 stats.reruns.fetch_add(1, Ordering::Relaxed);
+                if compacting {
+                    compact_at = usize::MAX;
+                }
                 tokio::time::sleep(rerun_backoff(attempt)).await;
                 table.refresh().boxed().await?;
                 refreshed = true;
