@@ -94,6 +94,7 @@ pub(crate) struct CatalogLevels {
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
 pub(crate) enum WorkerKind {
     Write,
+    Delete,
     ColdRead,
     WarmRead,
     ExactlyOnce,
@@ -107,6 +108,7 @@ impl WorkerKind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Write => "write",
+            Self::Delete => "delete",
             Self::ColdRead => "cold-read",
             Self::WarmRead => "warm-read",
             Self::ExactlyOnce => "exactly-once",
@@ -186,6 +188,10 @@ enum Mode {
     },
     /// Each worker commits `ops` appends to one table (a fresh table per level).
     Write(Levels),
+    /// Each worker deletes `ops` of its own rows, one per commit, merge-on-read, from the
+    /// one file of a fresh table per level: every commit changes that file's deletion
+    /// vector, so racing deletes unite their DVs.
+    Delete(Levels),
     /// Each worker builds `ops` fresh snapshots of the table.
     ColdRead(Levels),
     /// Each worker keeps one snapshot and refreshes it `ops` times while a writer commits.
@@ -258,6 +264,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             commits,
         } => table::seed(common, files, commits).await,
         Mode::Write(l) => table::levels(l, WorkerKind::Write).await,
+        Mode::Delete(l) => table::levels(l, WorkerKind::Delete).await,
         Mode::ColdRead(l) => table::levels(l, WorkerKind::ColdRead).await,
         Mode::WarmRead(l) => table::levels(l, WorkerKind::WarmRead).await,
         Mode::Torture { torture, commits } => table::torture(torture, commits).await,
@@ -275,6 +282,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Mode::Chart { json, out, mode } => chart::draw(&json, &out, mode.as_deref()),
         Mode::Worker { common, worker } => match worker.kind {
             WorkerKind::Write
+            | WorkerKind::Delete
             | WorkerKind::ColdRead
             | WorkerKind::WarmRead
             | WorkerKind::ExactlyOnce => table::run_worker(common, worker).await,

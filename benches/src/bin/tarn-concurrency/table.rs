@@ -1,5 +1,5 @@
-//! The table modes: many processes appending to one table, reading it cold or warm, and
-//! the exactly-once torture run.
+//! The table modes: many processes appending to one table or deleting rows of its one
+//! file, reading it cold or warm, and the exactly-once torture run.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use tarn::{Error, Snapshot, Table};
+use tarn::expr::{col, lit};
+use tarn::{ChangeStrategy, Error, Snapshot, Table};
 use tarn_bench::catalog::error_kind;
 use tarn_bench::concurrency::{Ack, OpRecord, summarise, table_header, table_row};
 
@@ -73,6 +74,38 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                 let started = Instant::now();
                 let result = table
                     .append([rows(id as i64, base_id + n * 10..base_id + n * 10 + 10, 1)?])
+                    .await;
+                let counts = counter.take();
+                print_record(&OpRecord {
+                    worker: id,
+                    op: kind.name().into(),
+                    ok: result.is_ok(),
+                    latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                    attempts: result.as_ref().map_or(0, |o| o.commit.attempts),
+                    conflict: matches!(result, Err(Error::Conflict { .. })),
+                    requests: counts.requests(),
+                    round_trips: counts.critical_path,
+                    version: result.as_ref().map_or(-1, |o| o.commit.version),
+                    error: result.as_ref().err().map(ToString::to_string),
+                    error_kind: result.as_ref().err().map(error_kind),
+                    peak_rss_mib: None,
+                    end_unix_ms: None,
+                });
+                if result.is_err() {
+                    table.refresh().await?;
+                }
+            }
+        }
+        WorkerKind::Delete => {
+            let mut table = Table::open_location(location).await?;
+            for n in 0..ops {
+                counter.reset();
+                let started = Instant::now();
+                // Every other seeded row, so the file never loses all of them.
+                let result = table
+                    .delete(col("id").eq(lit(base_id + 2 * n)))
+                    .strategy(ChangeStrategy::MergeOnRead)
+                    .execute()
                     .await;
                 let counts = counter.take();
                 print_record(&OpRecord {
@@ -187,14 +220,18 @@ pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxEr
     println!("{}", table_header());
     for &workers in &levels.levels {
         let mut common = levels.common.clone();
-        if kind == WorkerKind::Write {
+        if matches!(kind, WorkerKind::Write | WorkerKind::Delete) {
             // A fresh table per level, so every level starts from the same log.
             common.url = format!(
                 "{}/level-{workers}-{}",
                 common.url.trim_end_matches('/'),
                 uuid::Uuid::new_v4().simple()
             );
-            create_table(&common.url, false).await?;
+            if kind == WorkerKind::Delete {
+                seed_deletes(&common.url, workers, levels.ops).await?;
+            } else {
+                create_table(&common.url, false).await?;
+            }
         } else if Table::open(&common.url).await.is_err() {
             return Err(format!(
                 "no table at {}: run `tarn-concurrency seed` first",
@@ -227,6 +264,24 @@ pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxEr
             ],
         )?;
     }
+    Ok(())
+}
+
+/// A table of one file holding `2 * ops` rows for each of `workers` delete workers (ids
+/// from `worker * 1,000,000`), with deletion vectors on and kept inline up to 8 KiB, so
+/// the DVs of every delete stay in the log (and can be united in a group commit).
+async fn seed_deletes(url: &str, workers: usize, ops: i64) -> Result<(), BoxError> {
+    let mut table = Table::create(url)
+        .with_arrow_schema(&schema())
+        .with_property(tarn::properties::ENABLE_DELETION_VECTORS, "true")
+        .with_property(tarn::properties::DV_INLINE_THRESHOLD, "8192")
+        .execute()
+        .await?;
+    let batches = (0..workers as i64)
+        .map(|w| rows(w, w * 1_000_000..w * 1_000_000 + 2 * ops, 1))
+        .collect::<Result<Vec<_>, _>>()?;
+    let batch = arrow::compute::concat_batches(&schema(), &batches)?;
+    table.append([batch]).await?;
     Ok(())
 }
 
