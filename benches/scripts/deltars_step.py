@@ -6,6 +6,7 @@ Usage:
     deltars_step.py merge TABLE SOURCE.parquet      upsert SOURCE on `key`
     deltars_step.py append TABLE INPUT.parquet      append INPUT to the table
     deltars_step.py query TABLE                     the read queries, one by one
+    deltars_step.py open  TABLE                     a cold open and the list of its files
 
 Inputs are read before the clock starts; the table is opened before it too, as Tarn's
 side does. The JSON line holds `ms` (the timed part), `peak_rss_mib` (the process's
@@ -99,8 +100,15 @@ def main(argv):
         ms = (time.perf_counter() - started) * 1e3
         peak = peak_rss_mib()
         result = {"queries": queries}
+    elif op == "open":
+        # Cold: a fresh process; the table and its list of files, checkpoint and all.
+        dt, ms, peak = timed(lambda: DeltaTable(argv[2]))
+        started = time.perf_counter()
+        files = len(dt.file_uris())
+        ms += (time.perf_counter() - started) * 1e3
+        result = {"files": files}
     else:
-        raise SystemExit(f"unknown step {op!r}; one of load, append, merge, query")
+        raise SystemExit(f"unknown step {op!r}; one of load, append, merge, query, open")
     result.update({"ms": ms, "peak_rss_mib": peak})
     print(json.dumps(result))
 

@@ -1,7 +1,8 @@
 //! `compare`: Tarn and delta-rs side by side on the same input, on a local directory.
 //!
 //! The input (the LHBench table, its merge sources, a CDC batch and a bulk append) is
-//! generated once and written as Parquet. Every measured step then runs in a fresh
+//! generated once and written as Parquet; the last row opens the `files` workload's
+//! largest table of small files (100K files from scale 10), which Tarn writes. Every measured step then runs in a fresh
 //! process of its own, Tarn's (`tarn-bench step ...`, see [`step`]) and delta-rs's
 //! (`benches/scripts/deltars_step.py` in a virtual environment with `deltalake` that
 //! the harness creates on first use), alternating which goes first from run to run.
@@ -39,6 +40,9 @@ pub struct StepReport {
     /// Rows inserted (merge).
     #[serde(default)]
     pub inserted: Option<u64>,
+    /// Data files the opened snapshot lists (open).
+    #[serde(default)]
+    pub files: Option<u64>,
     /// Each query's time and answer (query).
     #[serde(default)]
     pub queries: Vec<QueryReport>,
@@ -78,7 +82,8 @@ impl Engine {
 
 /// Runs one of Tarn's steps in this process and returns its report: the other half of
 /// `deltars_step.py`. `args` are `load INPUT TABLE`, `append TABLE INPUT`,
-/// `merge cow|mor TABLE SOURCE` or `query TABLE`.
+/// `merge cow|mor TABLE SOURCE`, `query TABLE` or `open TABLE` (a cold open and the list of
+/// its files).
 ///
 /// Fails on unknown arguments, unreadable input, or when Tarn fails.
 pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
@@ -160,7 +165,19 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
                 "queries": queries,
             }))
         }
-        other => Err(format!("unknown step {other:?}: load, append, merge or query").into()),
+        "open" => {
+            // Cold: a fresh process, nothing read before the clock starts.
+            let location = tarn_store::open(arg(1)?)?;
+            let started = timed_start();
+            let snapshot = tarn::Snapshot::builder(location).build().await?;
+            let files = snapshot.files().len();
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "files": files,
+            }))
+        }
+        other => Err(format!("unknown step {other:?}: load, append, merge, query or open").into()),
     }
 }
 
@@ -481,12 +498,35 @@ pub async fn compare(
     }
 
     table_rows.extend(cdc(&harness, bench, &inputs).await?);
+    table_rows.push(cold_open(&harness, bench).await?);
 
     for row in &table_rows {
         reporter.push(row.record())?;
     }
     println!("\n{}", markdown(&table_rows));
     Ok(())
+}
+
+/// A cold open of the largest small-file table of the `files` workload (100K files from
+/// scale 10), each engine in a fresh process opening the same table, checkpoint and all.
+async fn cold_open(harness: &Harness, bench: &Bench) -> Result<Row, BenchError> {
+    let count = crate::workloads::file_counts(bench)
+        .last()
+        .copied()
+        .unwrap_or(1_000);
+    let name = format!("files/{count}");
+    crate::workloads::small_files_table(bench, &name, count).await?;
+    let table = Path::new(&bench.root).join(&name);
+    let table = table.to_string_lossy();
+    let mut row = Row::new(format!("cold open, {count} files"), Engine::Tarn);
+    for run in 0..bench.runs {
+        for engine in order(run, &[Engine::Tarn, Engine::DeltaRs]) {
+            let report = harness.run(engine, &["open", &table]).await?;
+            same("files listed", report.files, Some(count))?;
+            row.add(engine, report.ms, report.peak_rss_mib);
+        }
+    }
+    Ok(row)
 }
 
 fn pct(fraction: f64) -> String {
