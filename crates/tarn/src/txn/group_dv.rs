@@ -20,11 +20,12 @@ use crate::paths;
 use crate::protocol::{Action, Add};
 use crate::snapshot::Snapshot;
 
-/// A proposal's actions (`proposal`: its isolation, reads and actions) as the group carries them, checked against the commits after its
-/// base and the members before it as if each had committed alone in that order; its
-/// deletion-vector changes are united with theirs as its writer would rebase them. `None`
-/// when a check fails (it then stays eligible for later versions, where the same check
-/// decides again) or its changes cannot be united here.
+/// A proposal's actions (`proposal`: its isolation, reads and actions) as the group
+/// carries them, checked against the commits after its base and the members before it as
+/// if each had committed alone in that order; its deletion-vector changes are united with
+/// theirs as its writer would rebase them. `None` when a check fails (it then stays
+/// eligible for later versions, where the same check decides again) or its changes cannot
+/// be united here.
 pub(crate) fn admit(
     base: &Snapshot,
     proposal: &Ours<'_>,
