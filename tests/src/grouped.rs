@@ -25,6 +25,22 @@ pub fn append_write(batch: RecordBatch) -> Write {
     )
 }
 
+/// A DELETE of the rows matching `predicate` with `strategy`, as one writer's part of a
+/// grouped commit.
+pub fn delete_write(predicate: tarn::expr::Expr, strategy: tarn::ChangeStrategy) -> Write {
+    Box::new(
+        move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
+            Box::pin(async move {
+                t.delete(predicate)
+                    .strategy(strategy)
+                    .execute()
+                    .await
+                    .map(|o| o.commit)
+            })
+        },
+    )
+}
+
 /// Commits `first` and `carried`, both prepared on the table's latest version `v`, as one
 /// commit at `v + 2` written by `first`'s handle and carrying `carried`'s proposal
 /// (version `v + 1` is an unrelated application transaction that makes `carried` lose its

@@ -163,3 +163,19 @@ pub fn change_rows(batches: &[RecordBatch], value: &str) -> Vec<Change> {
     out.sort();
     out
 }
+
+/// The values of the first column (an `Int64` one, as a scan selecting one id column
+/// returns) of `batches`, sorted.
+pub fn sorted_ids(batches: &[RecordBatch]) -> Vec<i64> {
+    let mut ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}

@@ -295,13 +295,10 @@ fn manifest_url(dir: &std::path::Path) -> String {
 
 /// Rows per manifest file, in key order, with each file's key range.
 async fn page_shapes(dir: &std::path::Path) -> Vec<(String, String, i64)> {
-    let table = tarn::Table::open(&manifest_url(dir)).await.unwrap();
-    let mut shapes: Vec<(String, String, i64)> = table
-        .snapshot()
-        .files()
-        .map(|add| {
-            let stats: serde_json::Value =
-                serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
+    let mut shapes: Vec<(String, String, i64)> = pages_with_stats(dir)
+        .await
+        .into_iter()
+        .map(|(stats, _)| {
             (
                 stats["minValues"]["object_id"]
                     .as_str()
@@ -317,6 +314,19 @@ async fn page_shapes(dir: &std::path::Path) -> Vec<(String, String, i64)> {
         .collect();
     shapes.sort();
     shapes
+}
+
+/// Each manifest page's statistics, with its `add`.
+async fn pages_with_stats(dir: &std::path::Path) -> Vec<(serde_json::Value, tarn::protocol::Add)> {
+    let table = tarn::Table::open(&manifest_url(dir)).await.unwrap();
+    table
+        .snapshot()
+        .files()
+        .map(|add| {
+            let stats = serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
+            (stats, add.clone())
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1036,18 +1046,16 @@ async fn one_small_page(catalog: &Catalog) {
 
 /// The deletion vector of each page, by the page's lower bound: its cardinality.
 async fn page_dvs(dir: &std::path::Path) -> Vec<(String, i64)> {
-    let table = tarn::Table::open(&manifest_url(dir)).await.unwrap();
-    let mut dvs: Vec<(String, i64)> = table
-        .snapshot()
-        .files()
-        .map(|add| {
-            let stats: serde_json::Value =
-                serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
+    let mut dvs: Vec<(String, i64)> = pages_with_stats(dir)
+        .await
+        .into_iter()
+        .map(|(stats, add)| {
+            let min = stats["minValues"]["object_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
             (
-                stats["minValues"]["object_id"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
+                min,
                 add.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality),
             )
         })

@@ -40,19 +40,7 @@ async fn racing_merge_on_read_deletes_of_one_file_all_land() {
         .unwrap();
     let table = Table::open(level.to_str().unwrap()).await.unwrap();
     assert_eq!(table.snapshot().files().count(), 1);
-    let batches = table.scan().select(["id"]).collect().await.unwrap();
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
+    let ids = tarn_tests::rows::sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
     let expected: Vec<i64> = (0..workers as i64)
         .flat_map(|w| (0..ops).map(move |n| w * 1_000_000 + 2 * n + 1))
         .collect();

@@ -5,26 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use arrow::array::Int64Array;
 use tarn::{ConflictReason, Error, RetryPolicy, Table};
 use tarn_tests::fixtures::sales_table_of;
+use tarn_tests::rows::sorted_ids;
 
 /// The ids the table holds, sorted.
 async fn ids(table: &Table) -> Vec<i64> {
-    let batches = table.scan().select(["id"]).collect().await.unwrap();
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
-    ids
+    sorted_ids(&table.scan().select(["id"]).collect().await.unwrap())
 }
 
 /// A one-file table of ids `0..rows` with deletion vectors on.

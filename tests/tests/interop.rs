@@ -10,13 +10,12 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
-use futures::future::BoxFuture;
 use tarn::expr::{col, lit};
-use tarn::{CommitOutcome, SchemaMode, Snapshot, Table, WriteMode};
+use tarn::{SchemaMode, Snapshot, Table, WriteMode};
 use tarn_tests::fixtures::{only_country, sales_batch, sales_schema, with_column};
-use tarn_tests::grouped::{Write, append_write, commit_grouped};
+use tarn_tests::grouped::{append_write, commit_grouped, delete_write};
 use tarn_tests::python::{read_with_deltalake, run_script};
-use tarn_tests::rows::{align, canonical_rows, row_count};
+use tarn_tests::rows::{align, canonical_rows, row_count, sorted_ids};
 
 async fn assert_same_through_deltalake(table: &Table, dir: &Path, what: &str) {
     let ours = table.scan().collect().await.unwrap();
@@ -472,38 +471,12 @@ async fn commits_carrying_other_writers_read_the_same_through_deltalake() {
         append_write(sales_batch(150, 200)),
     )
     .await;
-    let delete: Write = Box::new(
-        |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
-            Box::pin(async move {
-                t.delete(col("amount").lt(lit(30.0)))
-                    .strategy(ChangeStrategy::CopyOnWrite)
-                    .execute()
-                    .await
-                    .map(|o| o.commit)
-            })
-        },
-    );
+    let delete = delete_write(col("amount").lt(lit(30.0)), ChangeStrategy::CopyOnWrite);
     let with_delete = commit_grouped(&location, delete, append_write(sales_batch(200, 250))).await;
     table.refresh().await.unwrap();
     assert_eq!(table.version(), with_delete);
-    for version in 0..=with_delete {
-        let snapshot = Snapshot::builder(location.clone())
-            .at_version(version)
-            .build()
-            .await
-            .unwrap();
-        let ours = snapshot.scan().collect().await.unwrap();
-        let theirs = read_with_deltalake(&dir, Some(version));
-        let what = format!("version {version} (grouped: {two_appends} and {with_delete})");
-        assert_eq!(theirs.version, version, "{what}");
-        assert_eq!(theirs.rows, row_count(&ours), "{what}: row count");
-        let theirs = align(&theirs.batches, snapshot.arrow_schema());
-        assert_eq!(
-            canonical_rows(&ours),
-            canonical_rows(&theirs),
-            "{what}: rows"
-        );
-    }
+    let what = format!("grouped: {two_appends} and {with_delete}");
+    assert_every_version_same_through_deltalake(&location, &dir, with_delete, &what).await;
     // amount = 1.5 * id: the delete took ids 0..20.
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 250 - 20);
 }
@@ -523,19 +496,7 @@ async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_del
         .await
         .unwrap();
     let location = table.snapshot().location().clone();
-    let delete = |predicate: tarn::expr::Expr| -> Write {
-        Box::new(
-            move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
-                Box::pin(async move {
-                    t.delete(predicate)
-                        .strategy(ChangeStrategy::MergeOnRead)
-                        .execute()
-                        .await
-                        .map(|o| o.commit)
-                })
-            },
-        )
-    };
+    let delete = |predicate| delete_write(predicate, ChangeStrategy::MergeOnRead);
     let version = commit_grouped(
         &location,
         delete(col("id").lt(lit(3i64))),
@@ -550,30 +511,29 @@ async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_del
     assert_eq!(adds[0]["deletionVector"]["cardinality"], 4);
     assert_eq!(adds[0]["deletionVector"]["storageType"], "i");
     table.refresh().await.unwrap();
-    let batches = table.scan().select(["id"]).collect().await.unwrap();
-    let mut ids: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
     let expected: Vec<i64> = (3..100).filter(|i| *i != 50).collect();
     assert_eq!(ids, expected);
-    for version in 0..=version {
+    assert_every_version_same_through_deltalake(&location, &dir, version, "united DVs").await;
+}
+
+/// delta-rs reads every version `0..=last` of the table at `dir` with Tarn's rows.
+async fn assert_every_version_same_through_deltalake(
+    location: &tarn::StoreLocation,
+    dir: &Path,
+    last: i64,
+    what: &str,
+) {
+    for version in 0..=last {
         let snapshot = Snapshot::builder(location.clone())
             .at_version(version)
             .build()
             .await
             .unwrap();
         let ours = snapshot.scan().collect().await.unwrap();
-        let theirs = read_with_deltalake(&dir, Some(version));
-        let what = format!("version {version}");
+        let theirs = read_with_deltalake(dir, Some(version));
+        let what = format!("version {version} ({what})");
+        assert_eq!(theirs.version, version, "{what}");
         assert_eq!(theirs.rows, row_count(&ours), "{what}: row count");
         let theirs = align(&theirs.batches, snapshot.arrow_schema());
         assert_eq!(

@@ -18,7 +18,7 @@ use tarn::expr::{col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
 use tarn::{CommitOutcome, SchemaMode, Table, WriteMode};
 use tarn_tests::fixtures::{all_types_batch, all_types_schema, sales_batch, sales_schema};
-use tarn_tests::grouped::{Write, append_write, commit_grouped};
+use tarn_tests::grouped::{Write, append_write, commit_grouped, delete_write};
 use tarn_tests::rows::{canonical_rows, row_count};
 use tarn_tests::spark::{delta_table, spark};
 use tarn_tests::spark_checks::{
@@ -684,19 +684,7 @@ async fn spark_reads_commits_carrying_other_writers() {
         .set_properties([("delta.enableDeletionVectors", "true")])
         .await
         .unwrap();
-    let delete = |predicate: tarn::expr::Expr| -> Write {
-        Box::new(
-            move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
-                Box::pin(async move {
-                    t.delete(predicate)
-                        .strategy(ChangeStrategy::MergeOnRead)
-                        .execute()
-                        .await
-                        .map(|o| o.commit)
-                })
-            },
-        )
-    };
+    let delete = |predicate| delete_write(predicate, ChangeStrategy::MergeOnRead);
     let united = commit_grouped(
         &location,
         delete(col("id").lt(lit(10))),

@@ -67,57 +67,34 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         worker_location(&common, fault_rate, fault_seed, id as u64 + fault_seed)?;
     let base_id = id as i64 * 1_000_000;
     match kind {
-        WorkerKind::Write => {
+        WorkerKind::Write | WorkerKind::Delete => {
             let mut table = Table::open_location(location).await?;
             for n in 0..ops {
                 counter.reset();
                 let started = Instant::now();
-                let result = table
-                    .append([rows(id as i64, base_id + n * 10..base_id + n * 10 + 10, 1)?])
-                    .await;
+                let result = if kind == WorkerKind::Write {
+                    let batch = rows(id as i64, base_id + n * 10..base_id + n * 10 + 10, 1)?;
+                    table.append([batch]).await.map(|o| o.commit)
+                } else {
+                    // Every other seeded row, so the file never loses all of them.
+                    table
+                        .delete(col("id").eq(lit(base_id + 2 * n)))
+                        .strategy(ChangeStrategy::MergeOnRead)
+                        .execute()
+                        .await
+                        .map(|o| o.commit)
+                };
                 let counts = counter.take();
                 print_record(&OpRecord {
                     worker: id,
                     op: kind.name().into(),
                     ok: result.is_ok(),
                     latency_ms: started.elapsed().as_secs_f64() * 1e3,
-                    attempts: result.as_ref().map_or(0, |o| o.commit.attempts),
+                    attempts: result.as_ref().map_or(0, |c| c.attempts),
                     conflict: matches!(result, Err(Error::Conflict { .. })),
                     requests: counts.requests(),
                     round_trips: counts.critical_path,
-                    version: result.as_ref().map_or(-1, |o| o.commit.version),
-                    error: result.as_ref().err().map(ToString::to_string),
-                    error_kind: result.as_ref().err().map(error_kind),
-                    peak_rss_mib: None,
-                    end_unix_ms: None,
-                });
-                if result.is_err() {
-                    table.refresh().await?;
-                }
-            }
-        }
-        WorkerKind::Delete => {
-            let mut table = Table::open_location(location).await?;
-            for n in 0..ops {
-                counter.reset();
-                let started = Instant::now();
-                // Every other seeded row, so the file never loses all of them.
-                let result = table
-                    .delete(col("id").eq(lit(base_id + 2 * n)))
-                    .strategy(ChangeStrategy::MergeOnRead)
-                    .execute()
-                    .await;
-                let counts = counter.take();
-                print_record(&OpRecord {
-                    worker: id,
-                    op: kind.name().into(),
-                    ok: result.is_ok(),
-                    latency_ms: started.elapsed().as_secs_f64() * 1e3,
-                    attempts: result.as_ref().map_or(0, |o| o.commit.attempts),
-                    conflict: matches!(result, Err(Error::Conflict { .. })),
-                    requests: counts.requests(),
-                    round_trips: counts.critical_path,
-                    version: result.as_ref().map_or(-1, |o| o.commit.version),
+                    version: result.as_ref().map_or(-1, |c| c.version),
                     error: result.as_ref().err().map(ToString::to_string),
                     error_kind: result.as_ref().err().map(error_kind),
                     peak_rss_mib: None,
