@@ -37,6 +37,40 @@ pub(crate) struct FileRows {
     pub(crate) ids: Option<StableIds>,
 }
 
+impl Snapshot {
+    /// The live rows of one data file of this snapshot (those its deletion vector does not
+    /// mark), every column, in the table's logical schema.
+    ///
+    /// Fails with [`Error::DataFileNotFound`], [`Error::Parquet`],
+    /// [`Error::InvalidDeletionVector`] or [`Error::Store`] when the file cannot be read.
+    pub async fn read_file(&self, add: &Add) -> Result<RecordBatch> {
+        Ok(read_file_rows(self, add).await?.batch)
+    }
+
+    /// [`read_file`](Self::read_file), with each live row's position in the file (0-based,
+    /// deleted rows counted), as [`Transaction::delete_rows`](crate::Transaction::delete_rows)
+    /// takes them.
+    ///
+    /// Fails as [`read_file`](Self::read_file) does.
+    pub async fn read_file_positions(&self, add: &Add) -> Result<(RecordBatch, Vec<u64>)> {
+        let rows = read_file_rows(self, add).await?;
+        Ok((rows.batch, rows.positions))
+    }
+
+    /// The positions (0-based, in file order) of the rows `add`'s deletion vector marks
+    /// deleted; empty for a file without one. A DV in a file is read once per table
+    /// handle.
+    ///
+    /// Fails with [`Error::InvalidDeletionVector`] or [`Error::Store`] when the DV cannot
+    /// be read.
+    pub async fn deleted_rows(&self, add: &Add) -> Result<Vec<u64>> {
+        Ok(load_deletion_vector_of(self, add)
+            .await?
+            .map(|dv| dv.iter().collect())
+            .unwrap_or_default())
+    }
+}
+
 /// Reads every live row of a file with its position (row groups in order, no pruning).
 pub(crate) async fn read_file_rows(snapshot: &Snapshot, add: &Add) -> Result<FileRows> {
     read_file_rows_of(&snapshot.scan(), add, None, 1).await

@@ -123,40 +123,6 @@ impl Snapshot {
     }
 }
 
-impl Snapshot {
-    /// The live rows of one data file of this snapshot (those its deletion vector does not
-    /// mark), every column, in the table's logical schema.
-    ///
-    /// Fails with [`Error::DataFileNotFound`], [`Error::Parquet`],
-    /// [`Error::InvalidDeletionVector`] or [`Error::Store`] when the file cannot be read.
-    pub async fn read_file(&self, add: &Add) -> Result<RecordBatch> {
-        Ok(read_file_rows(self, add).await?.batch)
-    }
-
-    /// [`read_file`](Self::read_file), with each live row's position in the file (0-based,
-    /// deleted rows counted), as [`Transaction::delete_rows`](crate::Transaction::delete_rows)
-    /// takes them.
-    ///
-    /// Fails as [`read_file`](Self::read_file) does.
-    pub async fn read_file_positions(&self, add: &Add) -> Result<(RecordBatch, Vec<u64>)> {
-        let rows = read_file_rows(self, add).await?;
-        Ok((rows.batch, rows.positions))
-    }
-
-    /// The positions (0-based, in file order) of the rows `add`'s deletion vector marks
-    /// deleted; empty for a file without one. A DV in a file is read once per table
-    /// handle.
-    ///
-    /// Fails with [`Error::InvalidDeletionVector`] or [`Error::Store`] when the DV cannot
-    /// be read.
-    pub async fn deleted_rows(&self, add: &Add) -> Result<Vec<u64>> {
-        Ok(load_deletion_vector_of(self, add)
-            .await?
-            .map(|dv| dv.iter().collect())
-            .unwrap_or_default())
-    }
-}
-
 impl Scan {
     /// Returns only these columns, in this order.
     pub fn select(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
