@@ -7,14 +7,7 @@ use tarn::StoreLocation;
 /// The `commitInfo` of the commit at `version` (its first line), or `None` when there is
 /// no such commit.
 pub async fn commit_info_at(location: &StoreLocation, version: i64) -> Option<serde_json::Value> {
-    let path = location
-        .root()
-        .clone()
-        .join("_delta_log")
-        .join(format!("{version:020}.json"));
-    let body = location.store().get(&path).await.ok()?.bytes().await.ok()?;
-    let first: serde_json::Value =
-        serde_json::from_slice(body.split(|b| *b == b'\n').next()?).ok()?;
+    let first = actions_at(location, version).await.into_iter().next()?;
     Some(first["commitInfo"].clone())
 }
 
