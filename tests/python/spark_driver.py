@@ -29,6 +29,7 @@ import datetime
 import decimal
 import json
 import os
+import shutil
 import sys
 import traceback
 
@@ -177,6 +178,8 @@ def main() -> int:
             out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         answers.write(json.dumps(out) + "\n")
     spark.stop()
+    # The warehouse is this process's own scratch folder; leave nothing in /tmp.
+    shutil.rmtree(sys.argv[2], ignore_errors=True)
     return 0
 
 

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::index::InlineSegments;
 use crate::properties::DEFAULT_TARGET_FILE_SIZE;
-use crate::protocol::Add;
+use crate::protocol::{Add, PartitionValues};
 use crate::table::Table;
 use crate::txn::CommitOutcome;
 use crate::write::{Checks, FileWriteOptions, StatsColumns, write_files};
@@ -161,11 +161,12 @@ impl OptimizeBuilder<'_> {
         };
 
         // Candidates per partition.
-        let mut partitions: BTreeMap<Vec<(String, Option<String>)>, Vec<Add>> = BTreeMap::new();
+        let mut partitions: BTreeMap<PartitionValues, Vec<Add>> = BTreeMap::new();
         for add in files {
-            let key: Vec<(String, Option<String>)> =
-                add.partition_values.clone().into_iter().collect();
-            partitions.entry(key).or_default().push(add);
+            partitions
+                .entry(add.partition_values.clone())
+                .or_default()
+                .push(add);
         }
         let mut outcome = OptimizeOutcome {
             commit: CommitOutcome::unchanged(&snapshot),

@@ -67,16 +67,6 @@ pub(crate) fn on_cores<T: Sync, R: Send>(
     })
 }
 
-/// `f` of every item, in order, computed on every core for 1,024 items or more.
-pub(crate) fn map_on_cores<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    on_cores(items, 1024, |chunk| {
-        chunk.iter().map(&f).collect::<Vec<R>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect()
-}
-
 /// Runs blocking CPU work on tokio's blocking pool, off the async threads; `task` names
 /// the work in the error when it panics.
 pub(crate) async fn blocking<T: Send + 'static>(

@@ -37,6 +37,10 @@ fn wanted_leaf(parts: &[String], typed_stats: bool) -> bool {
     }
 }
 
+/// A checkpoint's actions as decoded, batch by batch: a 100,000-file checkpoint is some
+/// 25 MB of `add`s, and each flattening into one vector moved all of it.
+pub(crate) type Batches = Vec<Vec<Action>>;
+
 /// Reads every action of a checkpoint, following V2 sidecars.
 ///
 /// Fails with [`Error::InvalidCheckpoint`] naming the file when a part or sidecar is
@@ -45,14 +49,15 @@ pub(crate) async fn read_checkpoint(
     store: &dyn ObjectStore,
     root: &Path,
     checkpoint: &CheckpointFiles,
-) -> Result<Vec<Action>> {
+) -> Result<Batches> {
     let json = matches!(checkpoint.kind, CheckpointKind::V2 { json: true });
-    let parts: Vec<Vec<Action>> = futures::stream::iter(checkpoint.files.iter().cloned())
+    let parts: Vec<Batches> = futures::stream::iter(checkpoint.files.iter().cloned())
         .map(|meta| {
             async move {
                 if json {
                     let bytes = get_bytes(store, &meta.location).await?;
                     parse_commit(checkpoint.version, &bytes)
+                        .map(|actions| vec![actions])
                         .map_err(|e| invalid(&meta.location, e.to_string()))
                 } else {
                     read_parquet_part(store, &meta).await
@@ -63,10 +68,11 @@ pub(crate) async fn read_checkpoint(
         .buffered(LOG_READ_CONCURRENCY)
         .try_collect()
         .await?;
-    let mut actions: Vec<Action> = parts.into_iter().flatten().collect();
+    let mut batches: Batches = parts.into_iter().flatten().collect();
 
-    let sidecars: Vec<Sidecar> = actions
+    let sidecars: Vec<Sidecar> = batches
         .iter()
+        .flatten()
         .filter_map(|a| match a {
             Action::Sidecar(s) => Some(s.clone()),
             _ => None,
@@ -74,7 +80,7 @@ pub(crate) async fn read_checkpoint(
         .collect();
     if !sidecars.is_empty() {
         let sidecar_dir = log_dir(root).join(SIDECARS_DIR);
-        let loaded: Vec<Vec<Action>> = futures::stream::iter(sidecars)
+        let loaded: Vec<Batches> = futures::stream::iter(sidecars)
             .map(|s| {
                 {
                     let path = sidecar_dir.clone().join(s.path.as_str());
@@ -109,9 +115,9 @@ pub(crate) async fn read_checkpoint(
             .buffered(LOG_READ_CONCURRENCY)
             .try_collect()
             .await?;
-        actions.extend(loaded.into_iter().flatten());
+        batches.extend(loaded.into_iter().flatten());
     }
-    Ok(actions)
+    Ok(batches)
 }
 
 async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
@@ -124,7 +130,7 @@ async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
 
 /// Reads one Parquet part of a checkpoint. A large one is read by its footer and then
 /// only the column chunks Tarn decodes; a small one whole, in one request.
-async fn read_parquet_part(store: &dyn ObjectStore, meta: &ObjectMeta) -> Result<Vec<Action>> {
+async fn read_parquet_part(store: &dyn ObjectStore, meta: &ObjectMeta) -> Result<Batches> {
     let path = meta.location.clone();
     if meta.size <= projected::WHOLE_BELOW {
         let bytes = get_bytes(store, &path).await?;
@@ -144,7 +150,7 @@ async fn read_parquet_part(store: &dyn ObjectStore, meta: &ObjectMeta) -> Result
 
 /// Decodes a checkpoint Parquet file into actions: `add` and `remove` rows straight from
 /// their columns, the few others by way of JSON.
-pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<Action>> {
+pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Batches> {
     guarded(path, || {
         let metadata = ArrowReaderMetadata::load(&bytes, Default::default())
             .map_err(|e| invalid(path, e.to_string()))?;
@@ -155,7 +161,7 @@ pub(crate) fn parse_checkpoint_parquet(bytes: Bytes, path: &Path) -> Result<Vec<
 
 /// Runs a decode, turning a panic of the Parquet decoder (it panics on some corrupt
 /// footers) into the error of a corrupt checkpoint.
-fn guarded(path: &Path, decode: impl FnOnce() -> Result<Vec<Action>>) -> Result<Vec<Action>> {
+fn guarded(path: &Path, decode: impl FnOnce() -> Result<Batches>) -> Result<Batches> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).unwrap_or_else(|panic| {
         Err(invalid(
             path,
@@ -185,7 +191,7 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
     metadata: ArrowReaderMetadata,
     leaves: Vec<usize>,
     path: &Path,
-) -> Result<Vec<Action>> {
+) -> Result<Batches> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
     let descr = metadata.metadata().file_metadata().schema_descr_ptr();
     let mask = ProjectionMask::leaves(&descr, leaves);
@@ -193,7 +199,7 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
     // a cold open's work); the caller runs this off the async threads.
     let groups = metadata.metadata().num_row_groups();
     let threads = crate::tasks::cores().min(groups).max(1);
-    let decode_groups = |row_groups: Vec<usize>| -> Result<Vec<Action>> {
+    let decode_groups = |row_groups: Vec<usize>| -> Result<Batches> {
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), metadata.clone())
                 .with_projection(mask.clone())
@@ -209,7 +215,7 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
     let shares: Vec<Vec<usize>> = (0..threads)
         .map(|t| (t..groups).step_by(threads).collect())
         .collect();
-    let decoded: Vec<Result<Vec<Action>>> = std::thread::scope(|scope| {
+    let decoded: Vec<Result<Batches>> = std::thread::scope(|scope| {
         let handles: Vec<_> = shares
             .into_iter()
             .map(|share| scope.spawn(|| decode_groups(share)))
@@ -226,25 +232,26 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
             })
             .collect()
     });
-    let mut actions = Vec::new();
+    let mut batches = Vec::new();
     for part in decoded {
-        actions.extend(part?);
+        batches.extend(part?);
     }
-    Ok(actions)
+    Ok(batches)
 }
 
 fn decode_batches(
     reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
     path: &Path,
-) -> Result<Vec<Action>> {
+) -> Result<Batches> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
-    let mut actions = Vec::new();
+    let mut batches = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| bad(&e))?;
+        let mut actions = Vec::new();
         let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());
         match file_actions::decode(column("add"), column("remove"), batch.num_rows()) {
             Some((files, others)) => {
-                actions.extend(files);
+                actions = files;
                 if !others.is_empty() {
                     let rest: Vec<usize> = (0..batch.num_columns())
                         .filter(|&i| {
@@ -259,8 +266,9 @@ fn decode_batches(
             }
             None => actions.extend(actions_via_json(&batch).map_err(|e| bad(&e))?),
         }
+        batches.push(actions);
     }
-    Ok(actions)
+    Ok(batches)
 }
 
 /// Decodes the actions of a checkpoint batch by way of JSON: each row holds one non-null
@@ -375,7 +383,9 @@ mod tests {
             }),
         ];
         let bytes = encode_checkpoint(&actions, &CheckpointLayout::classic()).unwrap();
-        let read = parse_checkpoint_parquet(bytes, &Path::from("cp")).unwrap();
+        let read = parse_checkpoint_parquet(bytes, &Path::from("cp"))
+            .unwrap()
+            .concat();
         // Files decode from their columns and the rest by way of JSON: the order of a
         // checkpoint's actions carries no meaning. A null partition value may come back
         // as an absent key (by way of JSON); both mean null.
@@ -384,8 +394,10 @@ mod tests {
                 .iter()
                 .cloned()
                 .map(|mut a| {
-                    if let Action::Add(add) = &mut a {
-                        add.partition_values.entry("q".into()).or_insert(None);
+                    if let Action::Add(add) = &mut a
+                        && !add.partition_values.contains_key("q")
+                    {
+                        add.partition_values.insert("q".into(), None);
                     }
                     format!("{a:?}")
                 })
@@ -486,7 +498,10 @@ mod tests {
             kind: CheckpointKind::V2 { json: true },
             files: vec![meta],
         };
-        read_checkpoint(store, &root, &files).await.unwrap()
+        read_checkpoint(store, &root, &files)
+            .await
+            .unwrap()
+            .concat()
     }
 
     #[tokio::test]

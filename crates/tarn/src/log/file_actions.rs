@@ -7,7 +7,9 @@
 //! return `None`, and the caller decodes that batch the general way, which reports the
 //! problem precisely; absent optional columns (older writers) read as nulls.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -99,7 +101,14 @@ struct StringMap<'a> {
     map: &'a MapArray,
     keys: Strings<'a>,
     values: Strings<'a>,
+    /// Partition values decoded so far, by the hash of their entries: files of one
+    /// partition share one map.
+    shared: RefCell<HashMap<u64, Vec<PartitionValues>>>,
 }
+
+/// Distinct partition-value maps shared per batch; past this, further ones are built
+/// per file (a table partitioned that finely gains little from sharing).
+const SHARED_MAPS: usize = 4096;
 
 impl<'a> StringMap<'a> {
     fn of(parent: &'a StructArray, name: &str) -> Option<Option<Self>> {
@@ -111,6 +120,7 @@ impl<'a> StringMap<'a> {
             map,
             keys: Strings::of(map.keys())?,
             values: Strings::of(map.values())?,
+            shared: RefCell::default(),
         }))
     }
 
@@ -128,11 +138,34 @@ impl<'a> StringMap<'a> {
     }
 
     fn partition_values(&self, row: usize) -> Option<PartitionValues> {
-        Some(
-            self.entries(row)?
-                .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
-                .collect::<BTreeMap<_, _>>(),
-        )
+        let mut hasher = std::hash::DefaultHasher::new();
+        let mut len = 0;
+        for entry in self.entries(row)? {
+            entry.hash(&mut hasher);
+            len += 1;
+        }
+        let hash = hasher.finish();
+        let mut shared = self.shared.borrow_mut();
+        let same = |values: &&PartitionValues| {
+            values.len() == len
+                && self.entries(row).is_some_and(|entries| {
+                    entries
+                        .zip(values.iter())
+                        .all(|((k, v), (key, value))| k == key && v == value.as_deref())
+                })
+        };
+        if let Some(values) = shared.get(&hash).and_then(|c| c.iter().find(same)) {
+            return Some(values.clone());
+        }
+        // Entries of a Delta map are unique by key; sorting is the map's.
+        let values: PartitionValues = self
+            .entries(row)?
+            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+            .collect();
+        if shared.len() < SHARED_MAPS {
+            shared.entry(hash).or_default().push(values.clone());
+        }
+        Some(values)
     }
 
     fn tags(&self, row: usize) -> Option<HashMap<String, Option<String>>> {

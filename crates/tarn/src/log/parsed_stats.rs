@@ -433,6 +433,7 @@ mod tests {
         let mut adds: Vec<Add> = parse_checkpoint_parquet(bytes, &Path::from("cp"))
             .unwrap()
             .into_iter()
+            .flatten()
             .filter_map(|a| match a {
                 Action::Add(a) => Some(a),
                 _ => None,
@@ -451,6 +452,29 @@ mod tests {
             .collect();
         let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
         batch.column_by_name("add").unwrap().as_struct().clone()
+    }
+
+    #[test]
+    fn files_of_one_partition_share_their_decoded_values() {
+        let parts = [Some("7"), None, Some("7"), Some("8"), None];
+        let actions: Vec<Action> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| add(&format!("{i}.parquet"), *p, None))
+            .collect();
+        let read = adds(encode_checkpoint(&actions, &layout(false)).unwrap());
+        let values: Vec<Option<&str>> = read
+            .iter()
+            .map(|a| a.partition_values.get("p").unwrap().as_deref())
+            .collect();
+        assert_eq!(values, parts);
+        let shared = |a: usize, b: usize| {
+            read[a]
+                .partition_values
+                .shares_map_with(&read[b].partition_values)
+        };
+        assert!(shared(0, 2) && shared(1, 4));
+        assert!(!shared(0, 1) && !shared(0, 3));
     }
 
     #[test]

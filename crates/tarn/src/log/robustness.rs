@@ -149,6 +149,7 @@ fn the_valid_inputs_are_valid() {
     assert_eq!(
         parse_checkpoint_parquet(Bytes::from(checkpoint), &Path::from("cp"))
             .unwrap()
+            .concat()
             .len(),
         4
     );

@@ -3,15 +3,12 @@
 //! Field docs follow the Delta PROTOCOL.md. Unknown fields are ignored on read, as the
 //! protocol asks; optional fields are omitted on write when absent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::partition_values::PartitionValues;
 use super::stats::Stats;
-
-/// Partition values of a file: partition column (physical name) to its serialized value,
-/// `None` for null.
-pub type PartitionValues = BTreeMap<String, Option<String>>;
 
 /// `protocol`: the reader and writer versions and features a table requires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@ pub mod actions;
 pub mod features;
 pub mod mapping;
 pub mod names;
+mod partition_values;
 pub mod schema;
 pub mod stats;
 pub mod widening;

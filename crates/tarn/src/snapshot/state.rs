@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tarn_store::StoreLocation;
 
+use crate::log::checkpoint::Batches;
 use crate::paths;
 use crate::protocol::{Action, Add, DomainMetadata, Metadata, Protocol, Remove, Txn};
 
@@ -52,31 +53,44 @@ pub(crate) struct TableState {
 }
 
 impl TableState {
-    /// Applies a checkpoint: its adds and tombstones are independent entries (a tombstone
-    /// may share a path with a live file that has another DV), so tombstones go in first
-    /// and adds win over them.
-    pub(crate) fn apply_checkpoint(&mut self, location: &StoreLocation, actions: Vec<Action>) {
+    /// Applies a checkpoint, batch by batch as it was decoded: its adds and tombstones are
+    /// independent entries (a tombstone may share a path with a live file that has another
+    /// DV), so tombstones go in first and adds win over them.
+    pub(crate) fn apply_checkpoint(&mut self, location: &StoreLocation, batches: Batches) {
         // The few other actions are cloned so the many adds are moved only once.
-        let rest: Vec<Action> = actions
+        let rest: Vec<Action> = batches
             .iter()
+            .flatten()
             .filter(|a| !matches!(a, Action::Add(_)))
             .cloned()
             .collect();
         self.apply_commit(location, rest);
-        let adds: Vec<Add> = actions
-            .into_iter()
-            .filter_map(|a| match a {
-                Action::Add(add) => Some(add),
-                _ => None,
-            })
-            .collect();
-        // Resolving paths is most of the per-file work: on every core.
-        let keys = crate::tasks::map_on_cores(&adds, |add| {
-            FileKey::of(location, &add.path, add.deletion_vector.as_ref())
+        // Resolving paths is most of the per-file work: on every core, a run of batches
+        // each.
+        let keys = crate::tasks::on_cores(&batches, 2, |run| {
+            run.iter()
+                .map(|batch| {
+                    batch
+                        .iter()
+                        .map(|action| match action {
+                            Action::Add(add) => Some(FileKey::of(
+                                location,
+                                &add.path,
+                                add.deletion_vector.as_ref(),
+                            )),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
         });
-        for (key, add) in keys.into_iter().zip(adds) {
-            self.tombstones.remove(&key);
-            self.files.insert(key, Arc::new(add));
+        for (batch, keys) in batches.into_iter().zip(keys.into_iter().flatten()) {
+            for (action, key) in batch.into_iter().zip(keys) {
+                if let (Action::Add(add), Some(key)) = (action, key) {
+                    self.tombstones.remove(&key);
+                    self.files.insert(key, Arc::new(add));
+                }
+            }
         }
     }
 
