@@ -1,6 +1,8 @@
 //! Reading checkpoints: classic, multi-part and V2 (JSON or Parquet, with sidecars),
 //! decoding only the columns Tarn uses. Writing them is in `checkpoint_write`.
 
+use std::sync::Arc;
+
 use arrow::array::{AsArray, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use bytes::Bytes;
@@ -11,6 +13,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::reader::ChunkReader;
 
+use super::lazy_stats::{LazySections, StatsLeaves};
 use super::projected::{self, invalid};
 use super::{CheckpointFiles, LOG_READ_CONCURRENCY, file_actions, log_dir, parse_commit};
 use crate::error::{Error, Result};
@@ -194,20 +197,39 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
 ) -> Result<Batches> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
     let descr = metadata.metadata().file_metadata().schema_descr_ptr();
-    let mask = ProjectionMask::leaves(&descr, leaves);
+    // Statistics sections decode when first read; the rest now.
+    let lazy = Arc::new(StatsLeaves::of(&descr, &leaves));
+    let eager: Vec<usize> = leaves
+        .iter()
+        .copied()
+        .filter(|leaf| !lazy.contains(*leaf))
+        .collect();
+    let mask = ProjectionMask::leaves(&descr, eager);
     // Row groups decode on one thread per core (a checkpoint of 100,000 files is most of
-    // a cold open's work); the caller runs this off the async threads.
+    // a cold open's work); the caller runs this off the async threads. A row group is one
+    // batch, so its lazy statistics and the batch's rows line up.
     let groups = metadata.metadata().num_row_groups();
     let threads = crate::tasks::cores().min(groups).max(1);
     let decode_groups = |row_groups: Vec<usize>| -> Result<Batches> {
-        let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), metadata.clone())
-                .with_projection(mask.clone())
-                .with_row_groups(row_groups)
-                .with_batch_size(8192)
-                .build()
-                .map_err(|e| bad(&e))?;
-        decode_batches(reader, path)
+        let mut batches = Vec::new();
+        for group in row_groups {
+            let rows = metadata.metadata().row_group(group).num_rows();
+            let Ok(rows @ 1..) = usize::try_from(rows) else {
+                continue;
+            };
+            let reader =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), metadata.clone())
+                    .with_projection(mask.clone())
+                    .with_row_groups(vec![group])
+                    .with_batch_size(rows)
+                    .build()
+                    .map_err(|e| bad(&e))?;
+            let sections = (!lazy.is_empty()).then(|| {
+                LazySections::new(file.clone(), metadata.clone(), group, Arc::clone(&lazy))
+            });
+            batches.extend(decode_batches(reader, path, sections)?);
+        }
+        Ok(batches)
     };
     if threads <= 1 {
         return decode_groups((0..groups).collect());
@@ -242,6 +264,7 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
 fn decode_batches(
     reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
     path: &Path,
+    mut sections: Option<LazySections>,
 ) -> Result<Batches> {
     let bad = |e: &dyn std::fmt::Display| invalid(path, e.to_string());
     let mut batches = Vec::new();
@@ -249,7 +272,10 @@ fn decode_batches(
         let batch = batch.map_err(|e| bad(&e))?;
         let mut actions = Vec::new();
         let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());
-        match file_actions::decode(column("add"), column("remove"), batch.num_rows()) {
+        // Only the first batch lines up with the row group's lazy statistics (a row group
+        // is one batch); any other keeps its row counts and no bounds.
+        let lazy = sections.take();
+        match file_actions::decode(column("add"), column("remove"), batch.num_rows(), lazy) {
             Some((files, others)) => {
                 actions = files;
                 if !others.is_empty() {
@@ -302,7 +328,7 @@ mod tests {
     fn decode_batches_of(batch: &RecordBatch) -> Vec<Action> {
         let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());
         let (mut files, others) =
-            file_actions::decode(column("add"), column("remove"), batch.num_rows()).unwrap();
+            file_actions::decode(column("add"), column("remove"), batch.num_rows(), None).unwrap();
         assert_eq!(
             others.len(),
             3,

@@ -17,6 +17,7 @@ use arrow::array::{
 };
 use arrow::datatypes::DataType;
 
+use super::lazy_stats::LazySections;
 use super::parsed_stats::ParsedRows;
 use crate::protocol::stats::StatsRows;
 use crate::protocol::{Action, Add, DeletionVectorDescriptor, PartitionValues, Remove, Stats};
@@ -242,7 +243,7 @@ pub(super) struct AddColumns<'a> {
 
 impl<'a> AddColumns<'a> {
     /// The columns of `add`, or `None` when one has an unexpected type.
-    pub(super) fn of(add: &'a StructArray) -> Option<Self> {
+    pub(super) fn of(add: &'a StructArray, lazy: Option<LazySections>) -> Option<Self> {
         Some(Self {
             add,
             path: strings(add, "path")??,
@@ -252,7 +253,13 @@ impl<'a> AddColumns<'a> {
             data_change: bools(add, "dataChange")?,
             stats: strings(add, "stats")?,
             stats_parsed: match child(add, "stats_parsed")? {
-                Some(c) => Some(Arc::new(ParsedRows::new(c.as_struct_opt()?))),
+                Some(c) => {
+                    let all = c.as_struct_opt()?;
+                    Some(Arc::new(match lazy {
+                        Some(lazy) => ParsedRows::lazy(all, lazy),
+                        None => ParsedRows::new(all),
+                    }))
+                }
                 None => None,
             },
             tags: StringMap::of(add, "tags")?,
@@ -377,14 +384,16 @@ fn opt_str(column: &Option<Strings<'_>>, row: usize) -> Option<String> {
 }
 
 /// The `add` and `remove` actions of a batch decoded from their columns, and the rows
-/// holding any other action; `None` when the columns cannot be decoded this way.
+/// holding any other action; `None` when the columns cannot be decoded this way. `lazy`
+/// gives the typed statistics' sections when the batch holds only their row counts.
 pub(super) fn decode(
     add: Option<&StructArray>,
     remove: Option<&StructArray>,
     rows: usize,
+    lazy: Option<LazySections>,
 ) -> Option<(Vec<Action>, Vec<u32>)> {
     let adds = match add {
-        Some(a) => Some(AddColumns::of(a)?),
+        Some(a) => Some(AddColumns::of(a, lazy)?),
         None => None,
     };
     let removes = match remove {

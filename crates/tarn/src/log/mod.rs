@@ -4,6 +4,7 @@
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_write;
 mod file_actions;
+mod lazy_stats;
 pub(crate) mod parsed_stats;
 mod projected;
 #[cfg(test)]

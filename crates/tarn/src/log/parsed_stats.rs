@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Fields, Int32Type, Int64Type};
 
+use super::lazy_stats::{LazySections, SECTIONS};
 use crate::expr::Scalar;
 use crate::protocol::stats::StatsRows;
 use crate::protocol::{DataType, PrimitiveType, StructField, StructType};
@@ -157,18 +158,36 @@ pub(crate) struct ParsedRows {
     all: StructArray,
     num_records: Option<ArrayRef>,
     tight_bounds: Option<BooleanArray>,
-    min: Option<StructArray>,
-    max: Option<StructArray>,
-    nulls: Option<StructArray>,
+    sections: Sections,
+}
+
+/// `minValues`, `maxValues` and `nullCount`: decoded with the batch, or leaf by leaf
+/// when first read.
+#[derive(Debug)]
+enum Sections {
+    Decoded([Option<StructArray>; 3]),
+    Lazy(LazySections),
 }
 
 impl ParsedRows {
+    /// The statistics of a batch whose `stats_parsed` column `all` holds every section.
     pub(crate) fn new(all: &StructArray) -> Self {
         let section = |name: &str| {
             all.column_by_name(name)
                 .and_then(|c| c.as_struct_opt())
                 .cloned()
         };
+        let sections = Sections::Decoded(SECTIONS.map(section));
+        Self::with_sections(all, sections)
+    }
+
+    /// The statistics of a row group whose `stats_parsed` column `all` holds the row
+    /// counts, with the sections read from `lazy` when asked for.
+    pub(crate) fn lazy(all: &StructArray, lazy: LazySections) -> Self {
+        Self::with_sections(all, Sections::Lazy(lazy))
+    }
+
+    fn with_sections(all: &StructArray, sections: Sections) -> Self {
         Self {
             num_records: all
                 .column_by_name("numRecords")
@@ -178,9 +197,7 @@ impl ParsedRows {
                 .column_by_name("tightBounds")
                 .and_then(|c| c.as_boolean_opt())
                 .cloned(),
-            min: section("minValues"),
-            max: section("maxValues"),
-            nulls: section("nullCount"),
+            sections,
             all: all.clone(),
         }
     }
@@ -190,14 +207,37 @@ impl ParsedRows {
         self.all.is_valid(row)
     }
 
+    fn leaf(&self, section: usize, path: &[String]) -> Option<&ArrayRef> {
+        match &self.sections {
+            Sections::Decoded(sections) => descend(sections[section].as_ref()?, path),
+            Sections::Lazy(lazy) => lazy.leaf(section, path),
+        }
+    }
+
+    /// How many lazy leaves have been decoded so far.
+    #[cfg(test)]
+    fn decoded_leaves(&self) -> Option<usize> {
+        match &self.sections {
+            Sections::Decoded(_) => None,
+            Sections::Lazy(lazy) => Some(lazy.decoded()),
+        }
+    }
+
+    fn section(&self, section: usize) -> Option<&StructArray> {
+        match &self.sections {
+            Sections::Decoded(sections) => sections[section].as_ref(),
+            Sections::Lazy(lazy) => lazy.section(section),
+        }
+    }
+
     /// The `minValues` (or `maxValues`) array of the column at `path` (physical names).
     pub(crate) fn bounds(&self, max: bool, path: &[String]) -> Option<&ArrayRef> {
-        descend(if max { &self.max } else { &self.min }.as_ref()?, path)
+        self.leaf(usize::from(max), path)
     }
 
     /// The `nullCount` array of the column at `path`.
     pub(crate) fn null_counts(&self, path: &[String]) -> Option<&ArrayRef> {
-        descend(self.nulls.as_ref()?, path)
+        self.leaf(2, path)
     }
 
     /// `tightBounds` of a row, when recorded.
@@ -220,7 +260,7 @@ impl ParsedRows {
     }
 }
 
-fn descend<'a>(section: &'a StructArray, path: &[String]) -> Option<&'a ArrayRef> {
+pub(super) fn descend<'a>(section: &'a StructArray, path: &[String]) -> Option<&'a ArrayRef> {
     let (first, rest) = path.split_first()?;
     let column = section.column_by_name(first)?;
     if rest.is_empty() {
@@ -246,12 +286,10 @@ impl StatsRows for ParsedRows {
             push_key(&mut out, &mut first, "numRecords");
             let _ = write!(out, "{n}");
         }
-        for (name, section) in [
-            ("minValues", &self.min),
-            ("maxValues", &self.max),
-            ("nullCount", &self.nulls),
-        ] {
-            let Some(section) = section else { continue };
+        for (i, name) in SECTIONS.iter().enumerate() {
+            let Some(section) = self.section(i) else {
+                continue;
+            };
             let (mark, was_first) = (out.len(), first);
             push_key(&mut out, &mut first, name);
             if !render_struct(&mut out, section, row) {
@@ -542,6 +580,35 @@ mod tests {
             assert_eq!(back, want, "as_json = {as_json}");
             assert!(read[1].stats.is_none());
         }
+    }
+
+    #[test]
+    fn checkpoint_statistics_decode_leaf_by_leaf_when_first_read() {
+        let actions = vec![
+            add("a.parquet", Some("7"), Some(STATS)),
+            add("b.parquet", None, None),
+        ];
+        let read = adds(encode_checkpoint(&actions, &layout(false)).unwrap());
+        let (rows, row) = crate::stats::typed_row(read[0].stats.as_ref().unwrap()).unwrap();
+        assert_eq!(rows.decoded_leaves(), Some(0), "nothing decoded at open");
+        assert_eq!(rows.tight_bounds(row), Some(true));
+        assert_eq!(StatsRows::num_records(rows, row), Some(3));
+        let path = |name: &str| vec![name.to_string()];
+        let min = rows.bounds(false, &path("id")).unwrap();
+        assert_eq!(min.as_primitive::<Int64Type>().value(row), 1);
+        assert_eq!(rows.decoded_leaves(), Some(1));
+        let max = rows.bounds(true, &path("name")).unwrap();
+        assert_eq!(max.as_string::<i32>().value(row), "z");
+        let nulls = rows.null_counts(&path("ok")).unwrap();
+        assert_eq!(ParsedRows::count_at(nulls, row), Some(2));
+        assert!(rows.bounds(false, &path("absent")).is_none());
+        assert_eq!(rows.decoded_leaves(), Some(3));
+        // The same leaf again is the decoded one.
+        assert!(std::ptr::eq(
+            rows.bounds(false, &path("id")).unwrap(),
+            rows.bounds(false, &path("id")).unwrap()
+        ));
+        assert_eq!(rows.decoded_leaves(), Some(3));
     }
 
     #[test]
