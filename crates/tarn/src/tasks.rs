@@ -67,6 +67,42 @@ pub(crate) fn on_cores<T: Sync, R: Send>(
     })
 }
 
+/// `work` of every item, consuming the items, in order: runs of them on scoped threads,
+/// one per core; a single item runs on this thread. A panic in a run is resumed here.
+pub(crate) fn on_cores_owned<T: Send, R: Send>(
+    items: Vec<T>,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let threads = cores().clamp(1, items.len().max(1));
+    if threads == 1 {
+        return items.into_iter().map(work).collect();
+    }
+    let per_run = items.len().div_ceil(threads);
+    let mut runs: Vec<Vec<T>> = Vec::with_capacity(threads);
+    let mut items = items.into_iter();
+    loop {
+        let run: Vec<T> = items.by_ref().take(per_run).collect();
+        if run.is_empty() {
+            break;
+        }
+        runs.push(run);
+    }
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .into_iter()
+            .map(|run| scope.spawn(move || run.into_iter().map(work).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 /// Runs blocking CPU work on tokio's blocking pool, off the async threads; `task` names
 /// the work in the error when it panics.
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -129,4 +165,28 @@ where
     })
     .filter_map(futures::future::ready);
     items.chain(end).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_runs_keep_the_order_of_their_items() {
+        for n in [0usize, 1, 2, 3, 17] {
+            let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+            let out = on_cores_owned(items.clone(), |s: String| s + "!");
+            let want: Vec<String> = items.into_iter().map(|s| s + "!").collect();
+            assert_eq!(out, want, "{n} items");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "item 5")]
+    fn a_panicking_run_panics_the_caller() {
+        on_cores_owned((0..8).collect(), |i: i32| {
+            assert!(i != 5, "item {i}");
+            i
+        });
+    }
 }

@@ -65,32 +65,23 @@ impl TableState {
             .cloned()
             .collect();
         self.apply_commit(location, rest);
-        // Resolving paths is most of the per-file work: on every core, a run of batches
-        // each.
-        let keys = crate::tasks::on_cores(&batches, 2, |run| {
-            run.iter()
-                .map(|batch| {
-                    batch
-                        .iter()
-                        .map(|action| match action {
-                            Action::Add(add) => Some(FileKey::of(
-                                location,
-                                &add.path,
-                                add.deletion_vector.as_ref(),
-                            )),
-                            _ => None,
-                        })
-                        .collect::<Vec<_>>()
+        // Resolving paths and boxing each add are most of the per-file work: on every
+        // core, a run of batches each, so that only the map inserts stay on this thread.
+        let files = crate::tasks::on_cores_owned(batches, |batch| {
+            batch
+                .into_iter()
+                .filter_map(|action| match action {
+                    Action::Add(add) => Some((
+                        FileKey::of(location, &add.path, add.deletion_vector.as_ref()),
+                        Arc::new(add),
+                    )),
+                    _ => None,
                 })
                 .collect::<Vec<_>>()
         });
-        for (batch, keys) in batches.into_iter().zip(keys.into_iter().flatten()) {
-            for (action, key) in batch.into_iter().zip(keys) {
-                if let (Action::Add(add), Some(key)) = (action, key) {
-                    self.tombstones.remove(&key);
-                    self.files.insert(key, Arc::new(add));
-                }
-            }
+        for (key, add) in files.into_iter().flatten() {
+            self.tombstones.remove(&key);
+            self.files.insert(key, add);
         }
     }
 
