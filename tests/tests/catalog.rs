@@ -15,6 +15,7 @@ use tarn::StoreLocation;
 use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
 use tarn_store::{
     CountingStore, Fault, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
+    RequestCounter,
 };
 
 fn id(text: &str) -> ObjectId {
@@ -1171,7 +1172,7 @@ async fn a_warm_mutation_waits_on_two_round_trips() {
         .unwrap();
     for i in 0..3 {
         let table = id(&format!("ns$t{i}"));
-        settle_background_checkpoint().await;
+        settle_background_checkpoint(&counter).await;
         counter.reset();
         let info = catalog
             .create_table(&table, &schema(), vec![], props(&[("tier", "gold")]))
@@ -1212,7 +1213,7 @@ async fn a_warm_mutation_waits_on_two_round_trips() {
         ),
     ];
     for (name, mutation) in mutations {
-        settle_background_checkpoint().await;
+        settle_background_checkpoint(&counter).await;
         counter.reset();
         mutation.await.unwrap();
         let counts = counter.take();
@@ -1288,8 +1289,16 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
 }
 
 /// Every 4th manifest commit starts a background checkpoint; its PUTs (checkpoint, then
-/// hint) would lengthen the next mutation's chain, so a measurement waits them out. The
-/// replayed latency here is a few milliseconds per request.
-async fn settle_background_checkpoint() {
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+/// hint) would lengthen the next mutation's chain, so a measurement waits them out: until
+/// the store has seen no request for 200 ms (a fixed sleep was too short on a loaded
+/// machine). The replayed latency here is a few milliseconds per request.
+async fn settle_background_checkpoint(counter: &RequestCounter) {
+    for _ in 0..100 {
+        counter.reset();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if counter.take().requests() == 0 {
+            return;
+        }
+    }
+    panic!("the catalog's background requests did not stop within 20 s");
 }
