@@ -67,40 +67,56 @@ pub(crate) fn on_cores<T: Sync, R: Send>(
     })
 }
 
-/// `work` of every item, consuming the items, in order: runs of them on scoped threads,
-/// one per core; a single item runs on this thread. A panic in a run is resumed here.
-pub(crate) fn on_cores_owned<T: Send, R: Send>(
+/// `work` of every item, consuming the items, on one scoped thread per core (item `i` on
+/// thread `i % cores`), while this thread hands the results to `consume` in item order
+/// as they arrive: the caller's sequential part overlaps the parallel one. A single item
+/// runs on this thread. A panic in `work` is resumed here.
+pub(crate) fn on_cores_in_order<T: Send, R: Send>(
     items: Vec<T>,
     work: impl Fn(T) -> R + Sync,
-) -> Vec<R> {
+    mut consume: impl FnMut(R),
+) {
     let threads = cores().clamp(1, items.len().max(1));
     if threads == 1 {
-        return items.into_iter().map(work).collect();
+        items.into_iter().map(work).for_each(consume);
+        return;
     }
-    let per_run = items.len().div_ceil(threads);
-    let mut runs: Vec<Vec<T>> = Vec::with_capacity(threads);
-    let mut items = items.into_iter();
-    loop {
-        let run: Vec<T> = items.by_ref().take(per_run).collect();
-        if run.is_empty() {
-            break;
-        }
-        runs.push(run);
+    let mut runs: Vec<Vec<(usize, T)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        runs[i % threads].push((i, item));
     }
     let work = &work;
     std::thread::scope(|scope| {
+        let (sender, results) = std::sync::mpsc::channel::<(usize, R)>();
         let handles: Vec<_> = runs
             .into_iter()
-            .map(|run| scope.spawn(move || run.into_iter().map(work).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map(|run| {
+                let sender = sender.clone();
+                scope.spawn(move || {
+                    for (i, item) in run {
+                        // The receiver only goes away when this thread's panic does.
+                        let _ = sender.send((i, work(item)));
+                    }
+                })
             })
-            .collect()
-    })
+            .collect();
+        drop(sender);
+        // Results that came ahead of their turn wait here.
+        let mut early = std::collections::BTreeMap::new();
+        let mut next = 0;
+        for (i, result) in results {
+            early.insert(i, result);
+            while let Some(result) = early.remove(&next) {
+                consume(result);
+                next += 1;
+            }
+        }
+        for handle in handles {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
 }
 
 /// Runs blocking CPU work on tokio's blocking pool, off the async threads; `task` names
@@ -172,10 +188,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn owned_runs_keep_the_order_of_their_items() {
+    fn results_reach_the_caller_in_the_order_of_their_items() {
         for n in [0usize, 1, 2, 3, 17] {
             let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-            let out = on_cores_owned(items.clone(), |s: String| s + "!");
+            let mut out = Vec::new();
+            on_cores_in_order(items.clone(), |s: String| s + "!", |r| out.push(r));
             let want: Vec<String> = items.into_iter().map(|s| s + "!").collect();
             assert_eq!(out, want, "{n} items");
         }
@@ -183,10 +200,14 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "item 5")]
-    fn a_panicking_run_panics_the_caller() {
-        on_cores_owned((0..8).collect(), |i: i32| {
-            assert!(i != 5, "item {i}");
-            i
-        });
+    fn a_panicking_item_panics_the_caller() {
+        on_cores_in_order(
+            (0..8).collect(),
+            |i: i32| {
+                assert!(i != 5, "item {i}");
+                i
+            },
+            |_| {},
+        );
     }
 }

@@ -66,8 +66,8 @@ impl TableState {
             .collect();
         self.apply_commit(location, rest);
         // Resolving paths and boxing each add are most of the per-file work: on every
-        // core, a run of batches each, so that only the map inserts stay on this thread.
-        let files = crate::tasks::on_cores_owned(batches, |batch| {
+        // core, batch by batch, while this thread inserts the batches done so far.
+        let key_batch = |batch: Vec<Action>| -> Vec<(FileKey, Arc<Add>)> {
             batch
                 .into_iter()
                 .filter_map(|action| match action {
@@ -77,12 +77,14 @@ impl TableState {
                     )),
                     _ => None,
                 })
-                .collect::<Vec<_>>()
+                .collect()
+        };
+        crate::tasks::on_cores_in_order(batches, key_batch, |files| {
+            for (key, add) in files {
+                self.tombstones.remove(&key);
+                self.files.insert(key, add);
+            }
         });
-        for (key, add) in files.into_iter().flatten() {
-            self.tombstones.remove(&key);
-            self.files.insert(key, add);
-        }
     }
 
     /// Applies one commit's actions, in order, on top of the state of the version before.
