@@ -270,28 +270,28 @@ fn decode_batches(
     let mut batches = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| bad(&e))?;
-        let mut actions = Vec::new();
         let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());
         // Only the first batch lines up with the row group's lazy statistics (a row group
         // is one batch); any other keeps its row counts and no bounds.
         let lazy = sections.take();
-        match file_actions::decode(column("add"), column("remove"), batch.num_rows(), lazy) {
-            Some((files, others)) => {
-                actions = files;
-                if !others.is_empty() {
-                    let rest: Vec<usize> = (0..batch.num_columns())
-                        .filter(|&i| {
-                            !matches!(batch.schema().field(i).name().as_str(), "add" | "remove")
-                        })
-                        .collect();
-                    let rest = batch.project(&rest).map_err(|e| bad(&e))?;
-                    let rows = UInt32Array::from(others);
-                    let rest = take_record_batch(&rest, &rows).map_err(|e| bad(&e))?;
-                    actions.extend(actions_via_json(&rest).map_err(|e| bad(&e))?);
+        let actions =
+            match file_actions::decode(column("add"), column("remove"), batch.num_rows(), lazy) {
+                Some((mut files, others)) => {
+                    if !others.is_empty() {
+                        let rest: Vec<usize> = (0..batch.num_columns())
+                            .filter(|&i| {
+                                !matches!(batch.schema().field(i).name().as_str(), "add" | "remove")
+                            })
+                            .collect();
+                        let rest = batch.project(&rest).map_err(|e| bad(&e))?;
+                        let rows = UInt32Array::from(others);
+                        let rest = take_record_batch(&rest, &rows).map_err(|e| bad(&e))?;
+                        files.extend(actions_via_json(&rest).map_err(|e| bad(&e))?);
+                    }
+                    files
                 }
-            }
-            None => actions.extend(actions_via_json(&batch).map_err(|e| bad(&e))?),
-        }
+                None => actions_via_json(&batch).map_err(|e| bad(&e))?,
+            };
         batches.push(actions);
     }
     Ok(batches)
