@@ -94,7 +94,7 @@ pub(crate) fn on_cores_in_order<T: Send, R: Send>(
                 let sender = sender.clone();
                 scope.spawn(move || {
                     for (i, item) in run {
-                        // The receiver only goes away when this thread's panic does.
+                        // The receiver is gone only when `consume` panicked.
                         let _ = sender.send((i, work(item)));
                     }
                 })

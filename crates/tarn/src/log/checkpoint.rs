@@ -10,10 +10,10 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::file::reader::ChunkReader;
 
-use super::lazy_stats::{LazySections, StatsLeaves};
+use super::lazy_stats::{LazySections, StatsLeaves, group_reader};
 use super::projected::{self, invalid};
 use super::{CheckpointFiles, LOG_READ_CONCURRENCY, file_actions, log_dir, parse_commit};
 use crate::error::{Error, Result};
@@ -213,17 +213,11 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
     let decode_groups = |row_groups: Vec<usize>| -> Result<Batches> {
         let mut batches = Vec::new();
         for group in row_groups {
-            let rows = metadata.metadata().row_group(group).num_rows();
-            let Ok(rows @ 1..) = usize::try_from(rows) else {
+            if metadata.metadata().row_group(group).num_rows() <= 0 {
                 continue;
-            };
+            }
             let reader =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(file.clone(), metadata.clone())
-                    .with_projection(mask.clone())
-                    .with_row_groups(vec![group])
-                    .with_batch_size(rows)
-                    .build()
-                    .map_err(|e| bad(&e))?;
+                group_reader(file.clone(), &metadata, mask.clone(), group).map_err(|e| bad(&e))?;
             let sections = (!lazy.is_empty()).then(|| {
                 LazySections::new(file.clone(), metadata.clone(), group, Arc::clone(&lazy))
             });
@@ -433,7 +427,7 @@ mod tests {
         };
         assert_eq!(sorted(&read), sorted(&actions));
         // The column decoder and the JSON one agree on every row.
-        let reader = ParquetRecordBatchReaderBuilder::try_new(
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
             encode_checkpoint(&actions, &CheckpointLayout::classic()).unwrap(),
         )
         .unwrap()

@@ -14,7 +14,9 @@ use std::sync::{Arc, OnceLock};
 
 use arrow::array::{ArrayRef, AsArray, StructArray};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use parquet::file::reader::ChunkReader;
 use parquet::schema::types::SchemaDescriptor;
 
@@ -110,26 +112,14 @@ impl LazySections {
         group: usize,
         leaves: Arc<StatsLeaves>,
     ) -> Self {
-        let rows = metadata
-            .metadata()
-            .row_group(group)
-            .num_rows()
-            .clamp(1, i64::from(u32::MAX)) as usize;
         let decode = move |wanted: &[usize]| -> Option<StructArray> {
             let run = || {
                 let descr = metadata.metadata().file_metadata().schema_descr_ptr();
                 let mask = ProjectionMask::leaves(&descr, wanted.iter().copied());
-                let batch = ParquetRecordBatchReaderBuilder::new_with_metadata(
-                    file.clone(),
-                    metadata.clone(),
-                )
-                .with_projection(mask)
-                .with_row_groups(vec![group])
-                .with_batch_size(rows)
-                .build()
-                .ok()?
-                .next()?
-                .ok()?;
+                let batch = group_reader(file.clone(), &metadata, mask, group)
+                    .ok()?
+                    .next()?
+                    .ok()?;
                 let add = batch.column_by_name("add")?.as_struct_opt()?;
                 add.column_by_name("stats_parsed")?.as_struct_opt().cloned()
             };
@@ -152,12 +142,17 @@ impl LazySections {
         let entry = self.leaves.find(section, path)?;
         let leaf = self.leaves.entries[entry].2;
         self.cells[entry]
-            .get_or_init(|| {
-                let stats = (self.decode)(&[leaf])?;
-                let section = stats.column_by_name(SECTIONS[section])?.as_struct_opt()?;
-                super::parsed_stats::descend(section, path).cloned()
-            })
+            .get_or_init(|| descend(&self.decode_section(section, &[leaf])?, path).cloned())
             .as_ref()
+    }
+
+    /// Section `section` of the row group, holding the leaves `wanted` only.
+    fn decode_section(&self, section: usize, wanted: &[usize]) -> Option<StructArray> {
+        let stats = (self.decode)(wanted)?;
+        stats
+            .column_by_name(SECTIONS[section])?
+            .as_struct_opt()
+            .cloned()
     }
 
     /// How many leaves have been decoded.
@@ -180,12 +175,35 @@ impl LazySections {
                 if wanted.is_empty() {
                     return None;
                 }
-                let stats = (self.decode)(&wanted)?;
-                stats
-                    .column_by_name(SECTIONS[section])?
-                    .as_struct_opt()
-                    .cloned()
+                self.decode_section(section, &wanted)
             })
             .as_ref()
+    }
+}
+
+/// A reader of the `mask` columns of row group `group`, as one batch: a checkpoint's row
+/// group and the lazy statistics pointing into it line up row for row.
+pub(crate) fn group_reader<R: ChunkReader + Clone + 'static>(
+    file: R,
+    metadata: &ArrowReaderMetadata,
+    mask: ProjectionMask,
+    group: usize,
+) -> parquet::errors::Result<ParquetRecordBatchReader> {
+    let rows = metadata.metadata().row_group(group).num_rows();
+    ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata.clone())
+        .with_projection(mask)
+        .with_row_groups(vec![group])
+        .with_batch_size(usize::try_from(rows).unwrap_or(0).max(1))
+        .build()
+}
+
+/// The column at `path` (physical names) under a statistics section.
+pub(crate) fn descend<'a>(section: &'a StructArray, path: &[String]) -> Option<&'a ArrayRef> {
+    let (first, rest) = path.split_first()?;
+    let column = section.column_by_name(first)?;
+    if rest.is_empty() {
+        Some(column)
+    } else {
+        descend(column.as_struct_opt()?, rest)
     }
 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Fields, Int32Type, Int64Type};
 
-use super::lazy_stats::{LazySections, SECTIONS};
+use super::lazy_stats::{LazySections, SECTIONS, descend};
 use crate::expr::Scalar;
 use crate::protocol::stats::StatsRows;
 use crate::protocol::{DataType, PrimitiveType, StructField, StructType};
@@ -257,16 +257,6 @@ impl ParsedRows {
             _ => return None,
         };
         u64::try_from(n).ok()
-    }
-}
-
-pub(super) fn descend<'a>(section: &'a StructArray, path: &[String]) -> Option<&'a ArrayRef> {
-    let (first, rest) = path.split_first()?;
-    let column = section.column_by_name(first)?;
-    if rest.is_empty() {
-        Some(column)
-    } else {
-        descend(column.as_struct_opt()?, rest)
     }
 }
 
