@@ -13,8 +13,9 @@
 //!   operations the commits up to it name (the handles run at `Serializable`, so the
 //!   log's order is the serial order).
 //!
-//! The run is seeded: `TARN_MODEL_SEED` fixes the operations and faults (the writers'
-//! interleaving follows real timing), `TARN_MODEL_CASES` sets how many cases run.
+//! The run is seeded: `TARN_MODEL_SEED` (`TARN_CLAIM_MODEL_SEED` for the run in which
+//! writers claim versions) fixes the operations and faults (the writers' interleaving
+//! follows real timing), `TARN_MODEL_CASES` sets how many cases run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -26,7 +27,9 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use proptest::prelude::*;
 use tarn::expr::{col, lit};
-use tarn::{ChangeStrategy, Error, IsolationLevel, Snapshot, StoreLocation, Table, WriteMode};
+use tarn::{
+    ChangeStrategy, Error, IsolationLevel, RetryPolicy, Snapshot, StoreLocation, Table, WriteMode,
+};
 use tarn_store::{
     Fault, FaultControl, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
 };
@@ -67,6 +70,9 @@ enum Injection {
     Commit { skip: u64, fault: Fault },
     /// On its proposal PUT.
     Proposal(Fault),
+    /// On its claim of a version (`_tarn_claims/`): a claim that failed may have landed,
+    /// and its writer then counts it as held.
+    Claim(Fault),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -78,23 +84,29 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn injection() -> impl Strategy<Value = Option<Injection>> {
+/// A writer's fault, if any; faults on claims only where writers claim versions.
+fn injection(claims: bool) -> BoxedStrategy<Option<Injection>> {
     let fault = tarn_tests::seeded::fault();
-    prop_oneof![
+    let common = prop_oneof![
         6 => Just(None),
         1 => fault.clone().prop_map(Injection::DataFile).prop_map(Some),
         3 => (0u64..3, fault.clone())
             .prop_map(|(skip, fault)| Some(Injection::Commit { skip, fault })),
-        1 => fault.prop_map(Injection::Proposal).prop_map(Some),
-    ]
+        1 => fault.clone().prop_map(Injection::Proposal).prop_map(Some),
+    ];
+    if claims {
+        prop_oneof![11 => common, 1 => fault.prop_map(Injection::Claim).prop_map(Some)].boxed()
+    } else {
+        common.boxed()
+    }
 }
 
 /// One round: an operation (or none), with its fault, per writer.
 type Round = Vec<Option<(Op, Option<Injection>)>>;
 
-fn round() -> impl Strategy<Value = Round> {
+fn round(claims: bool) -> impl Strategy<Value = Round> {
     prop::collection::vec(
-        prop_oneof![1 => Just(None), 4 => (op(), injection()).prop_map(Some)],
+        prop_oneof![1 => Just(None), 4 => (op(), injection(claims)).prop_map(Some)],
         WRITERS,
     )
 }
@@ -125,9 +137,10 @@ struct Harness {
     store: Arc<dyn ObjectStore>,
     clean: StoreLocation,
     writers: Vec<Writer>,
+    policy: RetryPolicy,
 }
 
-async fn harness(seed: u64) -> Harness {
+async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let url = Url::parse("memory://group-model/t").unwrap();
     let root = object_store::path::Path::from("t");
@@ -156,7 +169,8 @@ async fn harness(seed: u64) -> Harness {
             table: Table::open_location(location)
                 .await
                 .unwrap()
-                .with_isolation(IsolationLevel::Serializable),
+                .with_isolation(IsolationLevel::Serializable)
+                .with_retry_policy(policy),
             faults,
         });
     }
@@ -164,6 +178,7 @@ async fn harness(seed: u64) -> Harness {
         store,
         clean,
         writers,
+        policy,
     }
 }
 
@@ -178,6 +193,9 @@ fn rule(injection: &Injection) -> FaultRule {
             .skip(*skip),
         Injection::Proposal(fault) => {
             FaultRule::new(FaultOp::Put, *fault).matching("*/_tarn_proposals/*")
+        }
+        Injection::Claim(fault) => {
+            FaultRule::new(FaultOp::Put, *fault).matching("*/_tarn_claims/*")
         }
     }
     .limit(1)
@@ -275,7 +293,8 @@ async fn play(
             h.writers[w].table = Table::open_location(location)
                 .await
                 .unwrap()
-                .with_isolation(IsolationLevel::Serializable);
+                .with_isolation(IsolationLevel::Serializable)
+                .with_retry_policy(h.policy);
         }
         if let Some(id) = txn_id {
             assert!(
@@ -371,8 +390,8 @@ async fn check(h: &Harness, issued: &[Issued], by_txn: &BTreeMap<String, usize>)
     carried
 }
 
-async fn run(rounds: Vec<Round>, seed: u64) -> usize {
-    let mut h = harness(seed).await;
+async fn run(rounds: Vec<Round>, seed: u64, policy: RetryPolicy) -> usize {
+    let mut h = harness(seed, policy).await;
     let mut issued = Vec::new();
     let mut by_txn = BTreeMap::new();
     let mut next_id = 0;
@@ -382,14 +401,18 @@ async fn run(rounds: Vec<Round>, seed: u64) -> usize {
     check(&h, &issued, &by_txn).await
 }
 
-#[test]
-fn concurrent_histories_grouped_with_faults_match_the_serial_model() {
-    let (mut runner, seed, cases) = tarn_tests::seeded::runner("TARN_MODEL", 0x6C0, 32);
+/// Runs `cases` seeded histories under `policy` and checks that writers rode in others'
+/// commits.
+fn histories_match_the_serial_model(seed_name: &str, cases: u32, policy: RetryPolicy) {
+    let (mut runner, seed, cases) = tarn_tests::seeded::runner(seed_name, 0x6C0, cases);
     let runtime = tarn_tests::seeded::runtime();
-    let strategy = (prop::collection::vec(round(), 1..8), any::<u64>());
+    let strategy = (
+        prop::collection::vec(round(policy.claim_at == 0), 1..8),
+        any::<u64>(),
+    );
     let carried = std::sync::atomic::AtomicUsize::new(0);
     let result = runner.run(&strategy, |(rounds, fault_seed)| {
-        let n = runtime.block_on(run(rounds, fault_seed));
+        let n = runtime.block_on(run(rounds, fault_seed, policy));
         carried.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     });
@@ -400,10 +423,27 @@ fn concurrent_histories_grouped_with_faults_match_the_serial_model() {
     // many ride depends on timing; a replay of a few cases may carry none.)
     let carried = carried.into_inner();
     eprintln!("{carried} operations rode in other writers' commits");
-    if cases >= 32 {
+    if cases >= 16 {
         assert!(
             carried > cases as usize,
             "only {carried} carried operations in {cases} cases"
         );
     }
+}
+
+#[test]
+fn concurrent_histories_grouped_with_faults_match_the_serial_model() {
+    histories_match_the_serial_model("TARN_MODEL", 32, RetryPolicy::default());
+}
+
+/// The same histories with every writer whose proposal is out claiming its version (as
+/// under a crowd of writers): one reads the proposals and commits, the others wait for
+/// its commit; faults on claims, and claimers that stop after claiming, are waited out.
+#[test]
+fn concurrent_histories_claiming_versions_match_the_serial_model() {
+    let claiming = RetryPolicy {
+        claim_at: 0,
+        ..RetryPolicy::default()
+    };
+    histories_match_the_serial_model("TARN_CLAIM_MODEL", 24, claiming);
 }

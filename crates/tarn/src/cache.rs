@@ -86,6 +86,9 @@ pub(crate) struct Caches {
     /// How many commits in a row from these snapshots lost a race: under sustained
     /// contention a commit publishes its group-commit proposal beside its first PUT.
     pub(crate) lost_races: std::sync::atomic::AtomicU32,
+    /// How many group-commit proposals the last listing of the log showed: with many
+    /// waiting, a commit claims its version rather than read them all (`txn::claim`).
+    pub(crate) pending_proposals: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Caches {
@@ -97,6 +100,7 @@ impl Default for Caches {
             derived: Mutex::new(None),
             stats: Default::default(),
             lost_races: Default::default(),
+            pending_proposals: Default::default(),
         }
     }
 }

@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::protocol::Action;
 use crate::protocol::actions::ActionLine;
 use crate::protocol::names::{
-    CheckpointKind, DELTA_LOG_DIR, LAST_CHECKPOINT, LogFileKind, PROPOSALS_DIR,
-    parse_log_file_name, parse_proposal_file_name, version_prefix,
+    CLAIMS_DIR, CheckpointKind, DELTA_LOG_DIR, LAST_CHECKPOINT, LogFileKind, PROPOSALS_DIR,
+    parse_claim_file_name, parse_log_file_name, parse_proposal_file_name, version_prefix,
 };
 
 /// How many log objects are fetched at once.
@@ -66,6 +66,8 @@ pub(crate) struct LogListing {
     pub(crate) from_start: bool,
     /// Group-commit proposals waiting in `_tarn_proposals/`, whatever their base.
     pub(crate) proposals: Vec<ProposalRef>,
+    /// Group-commit claims in `_tarn_claims/`: the version each claims, and the object.
+    pub(crate) claims: Vec<(i64, Path)>,
 }
 
 /// A group-commit proposal seen in a listing.
@@ -152,6 +154,12 @@ fn group_listing(dir: &Path, listed: Vec<ObjectMeta>, start: i64) -> LogListing 
             listing.proposals.push(proposal);
             continue;
         }
+        if meta.location.parts_count() == depth + 1
+            && let Some(version) = claim_version(dir, &meta.location)
+        {
+            listing.claims.push((version, meta.location));
+            continue;
+        }
         if meta.location.parts_count() != depth {
             continue;
         }
@@ -218,6 +226,15 @@ fn proposal_ref(dir: &Path, location: &Path) -> Option<ProposalRef> {
         txn_id,
         location: location.clone(),
     })
+}
+
+/// The version the claim at `location` claims, when it is one: `<dir>/_tarn_claims/<v>`.
+fn claim_version(dir: &Path, location: &Path) -> Option<i64> {
+    let mut parts = location.parts().skip(dir.parts_count());
+    if parts.next()?.as_ref() != CLAIMS_DIR {
+        return None;
+    }
+    parse_claim_file_name(parts.next()?.as_ref())
 }
 
 /// `_last_checkpoint`: the hint of the newest checkpoint.

@@ -10,6 +10,8 @@ pub const SIDECARS_DIR: &str = "_sidecars";
 /// The folder of group-commit proposals, in the log folder: writers waiting for a
 /// version publish their prepared commits here for whoever wins it to carry.
 pub const PROPOSALS_DIR: &str = "_tarn_proposals";
+/// The log subfolder of group-commit claims: `<version:020>`, one per contended version.
+pub const CLAIMS_DIR: &str = "_tarn_claims";
 /// The prefix of the metadata domains of index segments: `tarn.index.<name>.<id>`.
 pub const INDEX_SEGMENT_DOMAIN_PREFIX: &str = "tarn.index.";
 
@@ -113,6 +115,18 @@ pub fn version_prefix(version: i64) -> String {
 /// (milliseconds), so a listing orders proposals oldest first within a base.
 pub fn proposal_file_name(base: i64, stamp: i64, txn_id: &str) -> String {
     format!("{base:020}.{stamp:013}.{txn_id}.json")
+}
+
+/// A group-commit claim's name: the version it claims, as 20 digits.
+pub fn claim_file_name(version: i64) -> String {
+    version_prefix(version)
+}
+
+/// The version a claim's file name holds; `None` for anything else.
+pub fn parse_claim_file_name(name: &str) -> Option<i64> {
+    (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| name.parse().ok())
+        .flatten()
 }
 
 /// A proposal's `(base, stamp, txnId)` from its file name; `None` for anything else.

@@ -507,12 +507,17 @@ async fn read_versions(
         .await
 }
 
-/// Reads proposals; one that is gone or malformed reads as `None`.
+/// Reads proposals; one that is gone or malformed reads as `None`. Stragglers are left
+/// out (unread, so a later commit may still read them): once half the reads have
+/// answered, the rest get as long again, since a commit that waits for the slowest of
+/// many GETs pays the tail of the store's latency on every version.
 async fn read_proposals(
     store: &dyn ObjectStore,
     refs: Vec<ProposalRef>,
 ) -> Vec<(Path, Option<(Arc<Proposal>, usize)>)> {
-    futures::stream::iter(refs)
+    let wanted = refs.len();
+    let started = tokio::time::Instant::now();
+    let mut reads = futures::stream::iter(refs)
         .map(|r| async move {
             let read = async {
                 let bytes = store.get(&r.location).await.ok()?.bytes().await.ok()?;
@@ -523,9 +528,24 @@ async fn read_proposals(
             };
             (r.location.clone(), read.await)
         })
-        .buffer_unordered(LOG_READ_CONCURRENCY)
-        .collect()
-        .await
+        .buffer_unordered(LOG_READ_CONCURRENCY);
+    let mut read = Vec::with_capacity(wanted);
+    let mut deadline = None;
+    loop {
+        let next = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, reads.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => reads.next().await,
+        };
+        let Some(one) = next else { break };
+        read.push(one);
+        if deadline.is_none() && read.len() * 2 >= wanted {
+            deadline = Some(started + started.elapsed() * 2);
+        }
+    }
+    read
 }
 
 /// Proposals whose window has passed at `latest` (the newest version known): this writer

@@ -18,14 +18,17 @@
 //! put-if-absent protocol), `commit_info` (what a commit says of itself), `conflict`
 //! (Delta's conflict checker), `rebase` (uniting concurrent deletion vectors), `group` (group commit across
 //! processes), `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions),
-//! `checkpoint` (background checkpoints) and `transaction` (the API).
+//! `checkpoint` (background checkpoints), `claim` (one committer per version under a crowd of
+//! writers), `outcome` (what a commit did) and `transaction` (the API).
 
 mod checkpoint;
+mod claim;
 mod commit_info;
 mod conflict;
 mod group;
 mod group_dv;
 mod ict;
+mod outcome;
 mod policy;
 mod put;
 mod rebase;
@@ -35,7 +38,8 @@ mod transaction;
 pub use checkpoint::CheckpointTask;
 pub(crate) use checkpoint::checkpoint;
 pub use commit_info::ENGINE_INFO;
+pub use outcome::CommitOutcome;
 pub use policy::{IsolationLevel, RetryPolicy};
 pub(crate) use put::commit_create;
 pub(crate) use row_tracking::{materialized_fields, name_materialized_columns};
-pub use transaction::{CommitOutcome, Transaction};
+pub use transaction::Transaction;

@@ -66,6 +66,12 @@ pub struct RetryPolicy {
     /// variable `TARN_GROUP_COMMIT=off` turns it off in the default policy, so a whole
     /// process (a benchmark worker, say) can be measured without it.
     pub group_commit: bool,
+    /// Group commit under crowds: once a listing of the log shows this many proposals
+    /// waiting, a writer whose proposal is out claims the next version instead of
+    /// reading every proposal and racing for it; only the claim's holder reads them and
+    /// commits, the others wait for its commit (see the README's "Group commit").
+    /// Default 32; 0 claims as soon as a writer has published.
+    pub claim_at: usize,
 }
 
 impl Default for RetryPolicy {
@@ -76,6 +82,7 @@ impl Default for RetryPolicy {
             max_backoff: Duration::from_millis(200),
             max_outcome_reads: 5,
             group_commit: group_commit_by_default(),
+            claim_at: 32,
         }
     }
 }

@@ -49,6 +49,11 @@ pub(crate) enum PutOutcome {
 pub(crate) struct Listed {
     pub(crate) refs: Vec<ProposalRef>,
     pub(crate) bodies: Vec<(ProposalRef, Bytes)>,
+    /// The group-commit claims the listing showed: the version each claims, and where.
+    pub(crate) claims: Vec<(i64, Path)>,
+    /// Whether a LIST found these (a writer waiting on a claim reads one commit and
+    /// lists nothing).
+    pub(crate) complete: bool,
 }
 
 /// Which listed proposals to read, given the version a commit would take next.
@@ -92,7 +97,7 @@ pub(crate) fn encode_commit(info: &Action, actions: &[Action]) -> Result<Bytes> 
 }
 
 /// Reads one commit back; `Ok(None)` when it is not there.
-async fn read_back(
+pub(crate) async fn read_back(
     store: &dyn ObjectStore,
     path: &Path,
     version: i64,
@@ -156,6 +161,8 @@ pub(crate) async fn commits_after(
     let listed = Listed {
         refs: listing.proposals,
         bodies: proposals,
+        claims: listing.claims,
+        complete: true,
     };
     Ok((winners, listed))
 }

@@ -10,14 +10,15 @@ use roaring::RoaringTreemap;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::checkpoint::{CheckpointTask, maybe_checkpoint};
+use super::checkpoint::maybe_checkpoint;
 use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
 use super::group_dv;
+use super::outcome::CommitOutcome;
 use super::put::{self, PutOutcome, commits_after, encode_commit, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
-use super::{group, ict, row_tracking};
+use super::{claim, group, ict, row_tracking};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -35,41 +36,6 @@ mod read_only;
 /// Commits in a row that lost a race after which a commit publishes its group-commit
 /// proposal beside its first PUT.
 const CONTENDED_AFTER: u32 = 2;
-
-/// What a commit did.
-#[derive(Debug, Clone)]
-#[must_use = "the outcome holds the snapshot after the commit"]
-pub struct CommitOutcome {
-    /// The version committed (for a read-only transaction, the version it read).
-    pub version: i64,
-    /// Commit attempts (0 for a read-only transaction, 1 when no writer won a race).
-    pub attempts: u32,
-    /// The commit's `commitInfo.txnId` (empty for a read-only transaction).
-    pub txn_id: String,
-    /// The versions other writers committed first, which this commit was rebased over.
-    pub rebased_over: Vec<i64>,
-    /// The checkpoint being written after the commit, when one was due. It is written in
-    /// the background, off the commit's critical path; its failure never fails the
-    /// commit.
-    pub checkpoint: Option<CheckpointTask>,
-    /// The table after the commit.
-    pub snapshot: Snapshot,
-}
-
-impl CommitOutcome {
-    /// The outcome of an operation that had nothing to commit: no attempts, at
-    /// `snapshot`'s version.
-    pub fn unchanged(snapshot: &Snapshot) -> Self {
-        Self {
-            version: snapshot.version(),
-            attempts: 0,
-            txn_id: String::new(),
-            rebased_over: Vec::new(),
-            checkpoint: None,
-            snapshot: snapshot.clone(),
-        }
-    }
-}
 
 /// A unit of work on one table: what it read and what it writes, committed atomically.
 ///
@@ -411,11 +377,17 @@ impl Transaction {
         let mut catch_up_first =
             contended && self.retry.group_commit && self.retry.max_attempts > 0;
         let mut saw_contention = false;
+        // The version this writer claimed (see `claim`), and the claims last listed.
+        let mut held: Option<i64> = None;
+        let mut claims: Vec<(i64, Path)> = Vec::new();
         let mut attempt = 0;
         loop {
-            // The catch-up pass puts nothing, so it is not an attempt.
+            let version = base.version() + 1;
+            // The catch-up pass puts nothing, and the PUT of a version just claimed
+            // finishes the claim's attempt.
             let catch_up_only = std::mem::take(&mut catch_up_first);
-            if !catch_up_only {
+            let finishing_claim = held == Some(version);
+            if !catch_up_only && !finishing_claim {
                 attempt += 1;
             }
             // A published proposal may still be carried until its window has passed: the
@@ -427,11 +399,6 @@ impl Transaction {
             if attempt > self.retry.max_attempts && !window_open {
                 break;
             }
-            let wait = self.retry.backoff(attempt.min(self.retry.max_attempts));
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
-            }
-            let version = base.version() + 1;
             // After a lost race, publish this commit for others to carry (once per window).
             let proposal = (self.retry.group_commit
                 && (attempt > 1 || contended)
@@ -451,6 +418,20 @@ impl Transaction {
                     .carriable(group_dv::dv_changes_of(&base, &actions).is_some())
                 })
                 .flatten();
+            // A writer whose proposal is out stands aside: it claims the version, and
+            // reads and carries the other proposals only when the claim is its own.
+            // With few proposals waiting, every contender reading them all costs less
+            // than a claim's round trip.
+            let crowded =
+                snapshot.caches().pending_proposals.load(Ordering::Relaxed) >= self.retry.claim_at;
+            let standing = (published.is_some() || proposal.is_some()) && crowded;
+            let claiming = standing && !catch_up_only && !finishing_claim;
+            if !standing && !catch_up_only {
+                let wait = self.retry.backoff(attempt.min(self.retry.max_attempts));
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+            }
             let proposal_path = group::proposal_path(root, base.version(), stamp, &txn_id);
             let own = group::Own {
                 txn_id: &txn_id,
@@ -458,13 +439,16 @@ impl Transaction {
                 blind_append: blind,
                 actions: &actions,
             };
-            let carried =
-                if self.retry.group_commit && !listed.is_empty() && group::may_carry(&actions) {
-                    let now_ms = self.clock.now_ms();
-                    group::gather(&base, version, &own, &listed, &mut memory, now_ms).await
-                } else {
-                    group::Group::default()
-                };
+            let carried = if self.retry.group_commit
+                && !listed.is_empty()
+                && group::may_carry(&actions)
+                && (!standing || finishing_claim)
+            {
+                let now_ms = self.clock.now_ms();
+                group::gather(&base, version, &own, &listed, &mut memory, now_ms).await
+            } else {
+                group::Group::default()
+            };
             // Commit timestamps never go backwards, whatever this machine's clock says;
             // in-commit timestamps must rise strictly above the last commit's.
             let (in_commit, floor) = ict::floor_for(&base, &actions).await?;
@@ -500,10 +484,16 @@ impl Transaction {
             let wanted_proposals = |r: &ProposalRef, next: i64| {
                 self.retry.group_commit && group::wants(r, next, &txn_id, &memory, &caches)
             };
-            let wanted: put::Wanted<'_> = &wanted_proposals;
+            let all: put::Wanted<'_> = &wanted_proposals;
+            let wanted: put::Wanted<'_> = if standing { &|_, _| false } else { all };
             let put_or_catch_up = async {
+                if claiming {
+                    let (found, claimed) =
+                        claim::claim_or_wait(store.as_ref(), root, version, &txn_id, all).await;
+                    return (Ok(found), claimed);
+                }
                 if !catch_up_only {
-                    return put_commit(
+                    let put = put_commit(
                         store.as_ref(),
                         root,
                         version,
@@ -513,20 +503,24 @@ impl Transaction {
                         wanted,
                     )
                     .await;
+                    return (put, false);
                 }
                 // Nothing learnt when the catch-up fails: the PUT finds out.
                 let (winners, listed) = commits_after(store.as_ref(), root, base.version(), wanted)
                     .await
                     .unwrap_or_default();
-                Ok(PutOutcome::Taken(winners, listed))
+                (Ok(PutOutcome::Taken(winners, listed)), false)
             };
-            let (put, ()) = futures::join!(put_or_catch_up, async {
+            let ((put, claimed), ()) = futures::join!(put_or_catch_up, async {
                 if let Some(body) = &proposal {
                     group::publish(store.as_ref(), &proposal_path, body.clone()).await;
                 }
             });
             if proposal.is_some() {
                 published = Some((base.version(), proposal_path));
+            }
+            if claimed {
+                held = Some(version);
             }
             match put {
                 // With a proposal out, another writer may still carry this work until the
@@ -556,7 +550,7 @@ impl Transaction {
                     if checkpoint.is_some() {
                         committed.note_checkpoint(version);
                     }
-                    self.forget_proposals(&published, &listed, version);
+                    self.forget_proposals(&published, &listed, (held, &claims), version);
                     if attempt == 1 && !saw_contention {
                         lost_races.store(0, Ordering::Relaxed);
                     } else {
@@ -576,6 +570,11 @@ impl Transaction {
                     // handle's own, still being deleted.
                     saw_contention |= !catch_up_only || !winners.is_empty();
                     group::remember(proposals.bodies, &mut memory, base.caches());
+                    if proposals.complete {
+                        let pending = &snapshot.caches().pending_proposals;
+                        pending.store(proposals.refs.len(), Ordering::Relaxed);
+                        claims = proposals.claims;
+                    }
                     listed = proposals.refs;
                     // Other writers won: check each against what we did, then rebase.
                     for winner in winners {
@@ -588,7 +587,12 @@ impl Transaction {
                         // Carried by another writer's commit: committed there.
                         if group::names(&winner.actions, &txn_id) {
                             let committed = base.with_commit(winner.version, ts, winner.actions)?;
-                            self.forget_proposals(&published, &listed, winner.version);
+                            self.forget_proposals(
+                                &published,
+                                &listed,
+                                (held, &claims),
+                                winner.version,
+                            );
                             lost_races.fetch_add(1, Ordering::Relaxed);
                             return Ok(CommitOutcome {
                                 version: winner.version,
@@ -615,7 +619,12 @@ impl Transaction {
                         let rebases = match check(&ours, &base, &winning) {
                             Ok(rebases) => rebases,
                             Err(e) => {
-                                self.forget_proposals(&published, &listed, winning.version);
+                                self.forget_proposals(
+                                    &published,
+                                    &listed,
+                                    (held, &claims),
+                                    winning.version,
+                                );
                                 return Err(e);
                             }
                         };
@@ -650,18 +659,29 @@ impl Transaction {
         })
     }
 
-    /// Deletes, in the background, this writer's decided proposal and the listed ones
-    /// whose window has passed at `latest`.
+    /// Deletes, in the background, this writer's decided proposal, the listed ones whose
+    /// window has passed at `latest`, and the claims of versions up to `latest`: this
+    /// writer's own (`claims.0`) and those it listed (`claims.1`).
     fn forget_proposals(
         &self,
         published: &Option<(i64, Path)>,
         listed: &[ProposalRef],
+        claims: (Option<i64>, &[(i64, Path)]),
         latest: i64,
     ) {
         let mut paths = group::lapsed(listed, latest);
         if let Some((_, path)) = published {
             paths.push(path.clone());
         }
+        let root = self.snapshot.location().root();
+        paths.extend(claims.0.map(|v| claim::claim_path(root, v)));
+        paths.extend(
+            claims
+                .1
+                .iter()
+                .filter(|(v, _)| *v <= latest && Some(*v) != claims.0)
+                .map(|(_, p)| p.clone()),
+        );
         let store = Arc::clone(self.snapshot.location().store());
         group::forget(store, paths);
     }

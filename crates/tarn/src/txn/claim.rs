@@ -1,0 +1,184 @@
+//! Claims: under contention, one writer per version reads the pending group-commit
+//! proposals and commits them, while the others stand aside and watch for the version.
+//!
+//! When every contender races for every version, each reads every pending proposal (it
+//! may win, and a winner carries only what it has read): O(writers) GETs per commit. A
+//! writer whose proposal is out instead claims the next version with a put-if-absent of
+//! `_delta_log/_tarn_claims/<version>`. The one whose claim lands lists and reads the
+//! proposals and puts the commit; the others poll for the version's commit with one GET
+//! at a time, and find there whether it carried them.
+//!
+//! A claim is advice, never a lock: the commit is still a put-if-absent of
+//! `<version>.json`, so whoever writes it, the log stays exactly as valid. A claimer that
+//! crashed or stalls is waited out: after [`PATIENCE`] polls without the version, the
+//! waiters race for it as writers without claims do.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+
+use super::put::{Listed, PutOutcome, Wanted, Winner, commits_after, read_back};
+use crate::log::log_dir;
+use crate::protocol::names::{CLAIMS_DIR, claim_file_name, commit_file_name};
+
+/// Polls for a claimed version before its claimer counts as gone.
+pub(crate) const PATIENCE: u32 = 24;
+/// The shortest and longest wait between two polls.
+const POLL_FLOOR: Duration = Duration::from_millis(1);
+const POLL_CEILING: Duration = Duration::from_millis(500);
+
+/// Where the claim of `version` lives.
+pub(crate) fn claim_path(root: &Path, version: i64) -> Path {
+    log_dir(root)
+        .join(CLAIMS_DIR)
+        .join(claim_file_name(version))
+}
+
+/// What claiming a version found.
+pub(crate) struct Claim {
+    /// Whether this writer holds the claim. A PUT whose outcome is unknown counts as
+    /// held: should it not have landed, another writer may claim too, and the two race
+    /// for the commit as writers without claims do, which is always safe.
+    pub(crate) held: bool,
+    /// How long the claim's PUT took: the pace of the store, which the polls follow.
+    pub(crate) round_trip: Duration,
+}
+
+/// Claims `version` for `txn_id` with put-if-absent.
+pub(crate) async fn take(
+    store: &dyn ObjectStore,
+    root: &Path,
+    version: i64,
+    txn_id: &str,
+) -> Claim {
+    let started = Instant::now();
+    let put = store
+        .put_opts(
+            &claim_path(root, version),
+            PutPayload::from_bytes(Bytes::from(txn_id.to_string())),
+            PutOptions::from(PutMode::Create),
+        )
+        .await;
+    Claim {
+        held: !matches!(put, Err(object_store::Error::AlreadyExists { .. })),
+        round_trip: started.elapsed(),
+    }
+}
+
+/// One step of a writer whose proposal is out, at `version` (its base is the version
+/// before): claim it, and if the claim is this writer's, catch up with the log and read
+/// the proposals it will carry (`wanted`); if not, wait for the version's commit, or,
+/// once out of patience, catch up as the claimer would. Returns what was found, and
+/// whether this writer is now the one to put `version`. A failed catch-up finds nothing:
+/// the PUT that follows finds out.
+pub(crate) async fn claim_or_wait(
+    store: &dyn ObjectStore,
+    root: &Path,
+    version: i64,
+    txn_id: &str,
+    wanted: Wanted<'_>,
+) -> (PutOutcome, bool) {
+    // The listing goes beside the claim, so a claimer reads the proposals one round trip
+    // after its claim lands; a writer that lost the claim drops it.
+    let (claim, listing) = futures::join!(
+        take(store, root, version, txn_id),
+        commits_after(store, root, version - 1, &|_, _| false)
+    );
+    // A writer behind the log catches up at once, whoever holds the claim.
+    if listing
+        .as_ref()
+        .is_ok_and(|(winners, _)| !winners.is_empty())
+    {
+        let (winners, listed) = listing.unwrap_or_default();
+        return (PutOutcome::Taken(winners, listed), false);
+    }
+    if !claim.held
+        && let Some(winner) = await_commit(store, root, version, claim.round_trip).await
+    {
+        return (PutOutcome::Taken(vec![winner], Listed::default()), false);
+    }
+    let listing = match listing {
+        Ok(found) if claim.held => Ok(found),
+        // Out of patience, the listing beside the claim is old: list again.
+        _ => commits_after(store, root, version - 1, wanted).await,
+    };
+    let (winners, listed) = listing.unwrap_or_default();
+    (PutOutcome::Taken(winners, listed), true)
+}
+
+/// Waits for the commit of `version`, reading it as soon as it is there: one GET per
+/// poll, a store round trip apart. `None` after [`PATIENCE`] polls without it (the
+/// claimer is gone or stalled). A failed read counts as a poll that found nothing.
+pub(crate) async fn await_commit(
+    store: &dyn ObjectStore,
+    root: &Path,
+    version: i64,
+    round_trip: Duration,
+) -> Option<Winner> {
+    let path = log_dir(root).join(commit_file_name(version));
+    let pause = round_trip.clamp(POLL_FLOOR, POLL_CEILING);
+    for _ in 0..PATIENCE {
+        tokio::time::sleep(pause).await;
+        if let Ok(Some(winner)) = read_back(store, &path, version).await {
+            return Some(winner);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+    use object_store::memory::InMemory;
+
+    #[test]
+    fn claim_names_round_trip_and_refuse_others() {
+        let path = claim_path(&Path::from("t"), 42);
+        assert_eq!(
+            path.as_ref(),
+            "t/_delta_log/_tarn_claims/00000000000000000042"
+        );
+        assert_eq!(
+            crate::protocol::names::parse_claim_file_name(path.filename().unwrap()),
+            Some(42)
+        );
+        assert_eq!(crate::protocol::names::parse_claim_file_name("42"), None);
+        assert_eq!(
+            crate::protocol::names::parse_claim_file_name("0000000000000000004x"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn one_writer_holds_a_version_and_the_others_wait_for_its_commit() {
+        let store = InMemory::new();
+        let root = Path::from("t");
+        assert!(take(&store, &root, 3, "a").await.held);
+        assert!(!take(&store, &root, 3, "b").await.held);
+        assert!(take(&store, &root, 4, "b").await.held);
+
+        let waiting = await_commit(&store, &root, 3, Duration::from_millis(2));
+        let commit = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let body = Bytes::from_static(
+                b"{\"commitInfo\":{\"timestamp\":1,\"operation\":\"WRITE\",\"txnId\":\"a\"}}\n",
+            );
+            let path = log_dir(&root).join(commit_file_name(3));
+            store
+                .put(&path, PutPayload::from_bytes(body))
+                .await
+                .unwrap();
+        };
+        let (found, ()) = futures::join!(waiting, commit);
+        assert_eq!(found.expect("the commit, once put").version, 3);
+        // No commit of version 9: the waiter gives up after its patience.
+        assert!(
+            await_commit(&store, &root, 9, Duration::from_millis(1))
+                .await
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! What a commit did: the version, its attempts and the snapshot after it.
+
+use super::checkpoint::CheckpointTask;
+use crate::snapshot::Snapshot;
+
+/// What a commit did.
+#[derive(Debug, Clone)]
+#[must_use = "the outcome holds the snapshot after the commit"]
+pub struct CommitOutcome {
+    /// The version committed (for a read-only transaction, the version it read).
+    pub version: i64,
+    /// Commit attempts (0 for a read-only transaction, 1 when no writer won a race).
+    pub attempts: u32,
+    /// The commit's `commitInfo.txnId` (empty for a read-only transaction).
+    pub txn_id: String,
+    /// The versions other writers committed first, which this commit was rebased over.
+    pub rebased_over: Vec<i64>,
+    /// The checkpoint being written after the commit, when one was due. It is written in
+    /// the background, off the commit's critical path; its failure never fails the
+    /// commit.
+    pub checkpoint: Option<CheckpointTask>,
+    /// The table after the commit.
+    pub snapshot: Snapshot,
+}
+
+impl CommitOutcome {
+    /// The outcome of an operation that had nothing to commit: no attempts, at
+    /// `snapshot`'s version.
+    pub fn unchanged(snapshot: &Snapshot) -> Self {
+        Self {
+            version: snapshot.version(),
+            attempts: 0,
+            txn_id: String::new(),
+            rebased_over: Vec::new(),
+            checkpoint: None,
+            snapshot: snapshot.clone(),
+        }
+    }
+}
