@@ -86,6 +86,9 @@ pub struct LevelSummary {
     pub requests_per_op: f64,
     /// Failed operations by error kind.
     pub errors_by_kind: BTreeMap<String, usize>,
+    /// The first error message of each kind, to say why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_examples: BTreeMap<String, String>,
     /// The largest peak resident memory a worker reported, MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
@@ -135,6 +138,16 @@ pub fn summarise(mode: &str, workers: usize, records: &[OpRecord], wall: Duratio
                 *kinds.entry(kind).or_insert(0) += 1;
                 kinds
             }),
+        error_examples: records.iter().filter(|r| !r.ok).fold(
+            BTreeMap::new(),
+            |mut examples, r| {
+                let kind = r.error_kind.clone().unwrap_or_else(|| "unknown".into());
+                if let Some(message) = &r.error {
+                    examples.entry(kind).or_insert_with(|| message.clone());
+                }
+                examples
+            },
+        ),
         peak_rss_mib: records
             .iter()
             .filter_map(|r| r.peak_rss_mib)
@@ -184,6 +197,9 @@ pub fn table_row(s: &LevelSummary) -> String {
     for (kind, n) in &s.errors_by_kind {
         row.push_str(&format!("  {kind}: {n}"));
     }
+    for (kind, message) in &s.error_examples {
+        row.push_str(&format!("\n    first {kind}: {message}"));
+    }
     row
 }
 
@@ -227,5 +243,7 @@ mod tests {
             s.errors_by_kind,
             BTreeMap::from([("Conflict".to_string(), 1)])
         );
+        assert_eq!(s.error_examples["Conflict"], "conflict");
+        assert!(table_row(&s).contains("first Conflict: conflict"));
     }
 }

@@ -2,7 +2,9 @@
 //! table on MinIO through `tarn-concurrency`, while 5% of their PUTs fail (half after the
 //! object landed) and the coordinator kills writers with SIGKILL and restarts them at
 //! random. Afterwards: no acknowledged commit lost, no txnId twice, no version gap, and
-//! the rows are exactly those of the acknowledged appends.
+//! the rows are exactly those of the acknowledged appends. It runs twice: as writers
+//! race, and with every writer whose proposal is out claiming its version
+//! (`TARN_CLAIM_AT=0`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -27,9 +29,21 @@ struct Ack {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_and_faulty_writers_lose_nothing_and_double_nothing() {
+    torture("torture", None).await;
+}
+
+/// The same with every writer whose proposal is out claiming its version (as under a
+/// crowd): killed claimers are waited out, and nothing is lost or doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_faulty_claiming_writers_lose_nothing_and_double_nothing() {
+    torture("torture-claims", Some("0")).await;
+}
+
+/// Runs the torture under `name`, with `TARN_CLAIM_AT` set for the writers when given.
+async fn torture(name: &str, claim_at: Option<&str>) {
     let binary = tarn_tests::workspace_binary("tarn-bench", "tarn-concurrency");
     let server = tarn_tests::minio::s3();
-    let url = server.url("torture");
+    let url = server.url(name);
     let acks = tempfile::tempdir().unwrap();
     let seed = tarn_tests::torture::seed(11);
     let mut command = tokio::process::Command::new(&binary);
@@ -61,7 +75,10 @@ async fn killed_and_faulty_writers_lose_nothing_and_double_nothing() {
         ])
         .arg("--ack-dir")
         .arg(acks.path());
-    let report = tarn_tests::torture::run(server, command, "torture").await;
+    if let Some(claim_at) = claim_at {
+        command.env("TARN_CLAIM_AT", claim_at);
+    }
+    let report = tarn_tests::torture::run(server, command, name).await;
     assert!(
         report["kills"].as_u64().unwrap() >= 10,
         "too few kills to mean much: {report}"
@@ -191,7 +208,7 @@ async fn killed_and_faulty_writers_lose_nothing_and_double_nothing() {
     expected.sort_unstable();
     assert_eq!(ids, expected);
     eprintln!(
-        "torture: {report}; {} acknowledgements recovered after a kill or a lost reply; \
+        "{name}: {report}; {} acknowledgements recovered after a kill or a lost reply; \
          {carried} appends carried in another writer's commit, {} versions",
         acked.values().filter(|a| a.skipped).count(),
         table.version()

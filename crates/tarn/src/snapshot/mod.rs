@@ -184,9 +184,19 @@ impl Snapshot {
                         listing = list_log(location.store().as_ref(), location.root(), 0).await?;
                     }
                 }
-                (other, _) => return other,
+                (other, _) => return other.inspect(|s| s.note_listing(&listing)),
             }
         }
+    }
+
+    /// Keeps what a listing of the log showed that commits use: how many group-commit
+    /// proposals are waiting (with many, a commit claims its version).
+    fn note_listing(&self, listing: &LogListing) {
+        let pending = &self.caches.pending_proposals;
+        pending.store(
+            listing.proposals.len(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     async fn from_segment(
@@ -309,6 +319,7 @@ impl Snapshot {
     pub async fn refresh(&self) -> Result<Snapshot> {
         let store = self.location.store().as_ref();
         let listing = list_log(store, self.location.root(), self.version + 1).await?;
+        self.note_listing(&listing);
         let Some(latest) = listing.commits.keys().next_back().copied() else {
             return Ok(self.clone());
         };

@@ -10,8 +10,8 @@
 //!
 //! A claim is advice, never a lock: the commit is still a put-if-absent of
 //! `<version>.json`, so whoever writes it, the log stays exactly as valid. A claimer that
-//! crashed or stalls is waited out: after [`PATIENCE`] polls without the version, the
-//! waiters race for it as writers without claims do.
+//! crashed or stalls is waited out: after [`PATIENCE`] round trips without the version,
+//! the waiters race for it as writers without claims do.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,8 @@ use super::put::{Listed, PutOutcome, Wanted, Winner, commits_after, read_back};
 use crate::log::log_dir;
 use crate::protocol::names::{CLAIMS_DIR, claim_file_name, commit_file_name};
 
-/// Polls for a claimed version before its claimer counts as gone.
+/// Polls (a store round trip apart) for a claimed version before its claimer counts as
+/// gone.
 pub(crate) const PATIENCE: u32 = 24;
 /// The shortest and longest wait between two polls.
 const POLL_FLOOR: Duration = Duration::from_millis(1);

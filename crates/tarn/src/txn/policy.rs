@@ -70,7 +70,8 @@ pub struct RetryPolicy {
     /// waiting, a writer whose proposal is out claims the next version instead of
     /// reading every proposal and racing for it; only the claim's holder reads them and
     /// commits, the others wait for its commit (see the README's "Group commit").
-    /// Default 32; 0 claims as soon as a writer has published.
+    /// Default 32, or the environment variable `TARN_CLAIM_AT` (a whole process, a
+    /// benchmark worker say); 0 claims as soon as a writer has published.
     pub claim_at: usize,
 }
 
@@ -82,9 +83,17 @@ impl Default for RetryPolicy {
             max_backoff: Duration::from_millis(200),
             max_outcome_reads: 5,
             group_commit: group_commit_by_default(),
-            claim_at: 32,
+            claim_at: claim_at_by_default(),
         }
     }
+}
+
+/// Writers claim versions from 32 waiting proposals, or from `TARN_CLAIM_AT`.
+fn claim_at_by_default() -> usize {
+    std::env::var("TARN_CLAIM_AT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32)
 }
 
 /// Group commit is on unless `TARN_GROUP_COMMIT` says `off`, `false` or `0`.

@@ -371,8 +371,11 @@ impl Transaction {
         // Under sustained contention (the last commits lost their races) a first PUT from
         // a stale snapshot is likely to lose: catch up first (one LIST, which also shows
         // the proposals to carry) while publishing, so the next winner can carry this.
+        // So is a table whose last listing showed a crowd of proposals waiting.
         let lost_races = &snapshot.caches().lost_races;
-        let contended = lost_races.load(Ordering::Relaxed) >= CONTENDED_AFTER;
+        let pending = &snapshot.caches().pending_proposals;
+        let crowded_at_start = pending.load(Ordering::Relaxed) >= self.retry.claim_at.max(1);
+        let contended = lost_races.load(Ordering::Relaxed) >= CONTENDED_AFTER || crowded_at_start;
         // A policy of no attempts publishes nothing either.
         let mut catch_up_first =
             contended && self.retry.group_commit && self.retry.max_attempts > 0;
@@ -422,8 +425,7 @@ impl Transaction {
             // reads and carries the other proposals only when the claim is its own.
             // With few proposals waiting, every contender reading them all costs less
             // than a claim's round trip.
-            let crowded =
-                snapshot.caches().pending_proposals.load(Ordering::Relaxed) >= self.retry.claim_at;
+            let crowded = pending.load(Ordering::Relaxed) >= self.retry.claim_at;
             let standing = (published.is_some() || proposal.is_some()) && crowded;
             let claiming = standing && !catch_up_only && !finishing_claim;
             if !standing && !catch_up_only {
@@ -571,7 +573,6 @@ impl Transaction {
                     saw_contention |= !catch_up_only || !winners.is_empty();
                     group::remember(proposals.bodies, &mut memory, base.caches());
                     if proposals.complete {
-                        let pending = &snapshot.caches().pending_proposals;
                         pending.store(proposals.refs.len(), Ordering::Relaxed);
                         claims = proposals.claims;
                     }
