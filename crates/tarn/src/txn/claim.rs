@@ -10,7 +10,7 @@
 //!
 //! A claim is advice, never a lock: the commit is still a put-if-absent of
 //! `<version>.json`, so whoever writes it, the log stays exactly as valid. A claimer that
-//! crashed or stalls is waited out: after [`PATIENCE`] round trips without the version,
+//! crashed or stalls is waited out: after [`PATIENCE`] polls without the version,
 //! the waiters race for it as writers without claims do.
 
 use std::time::{Duration, Instant};

@@ -11,14 +11,14 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::checkpoint::maybe_checkpoint;
-use super::commit_info::{CommitInfoParts, commit_info, commit_timestamp};
+use super::commit_info::commit_timestamp;
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
 use super::group_dv;
 use super::outcome::CommitOutcome;
-use super::put::{self, PutOutcome, commits_after, encode_commit, put_commit};
+use super::put::{self, PutOutcome, commits_after, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
-use super::{claim, group, ict, row_tracking};
+use super::{claim, group};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
@@ -31,7 +31,10 @@ use crate::scan::Scan;
 use crate::snapshot::Snapshot;
 
 mod delete_rows;
+mod prepare;
 mod read_only;
+
+use prepare::Prepared;
 
 /// Commits in a row that lost a race after which a commit publishes its group-commit
 /// proposal beside its first PUT.
@@ -435,50 +438,28 @@ impl Transaction {
                 }
             }
             let proposal_path = group::proposal_path(root, base.version(), stamp, &txn_id);
-            let own = group::Own {
-                txn_id: &txn_id,
-                operation: &self.operation,
-                blind_append: blind,
-                actions: &actions,
-            };
-            let carried = if self.retry.group_commit
-                && !listed.is_empty()
-                && group::may_carry(&actions)
-                && (!standing || finishing_claim)
-            {
-                let now_ms = self.clock.now_ms();
-                group::gather(&base, version, &own, &listed, &mut memory, now_ms).await
+            // Only a step that puts builds the commit: a catch-up or a claim would drop it.
+            let prepared = if catch_up_only || claiming {
+                None
             } else {
-                group::Group::default()
+                let own = group::Own {
+                    txn_id: &txn_id,
+                    operation: &self.operation,
+                    blind_append: blind,
+                    actions: &actions,
+                };
+                let carried = if self.retry.group_commit
+                    && !listed.is_empty()
+                    && group::may_carry(&actions)
+                    && (!standing || finishing_claim)
+                {
+                    let now_ms = self.clock.now_ms();
+                    group::gather(&base, version, &own, &listed, &mut memory, now_ms).await
+                } else {
+                    group::Group::default()
+                };
+                Some(self.prepare(&base, version, &own, &carried).await?)
             };
-            // Commit timestamps never go backwards, whatever this machine's clock says;
-            // in-commit timestamps must rise strictly above the last commit's.
-            let (in_commit, floor) = ict::floor_for(&base, &actions).await?;
-            let timestamp = self.clock.now_ms().max(floor + 1);
-            let mut info = commit_info(CommitInfoParts {
-                timestamp,
-                operation: &self.operation,
-                parameters: &self.parameters,
-                metrics: &self.metrics,
-                read_version: Some(self.snapshot.version()),
-                isolation: Some(self.isolation),
-                blind_append: blind,
-                txn_id: &txn_id,
-            });
-            group::mark_group(&mut info, &carried);
-            let mut all_actions = actions.clone();
-            if in_commit {
-                ict::stamp(&mut info, timestamp);
-                ict::record_enablement(&base, &mut all_actions, version, timestamp);
-            }
-            all_actions.extend(carried.actions.iter().cloned());
-            carried.files.apply(&base, &mut all_actions);
-            if let Some(kept) =
-                row_tracking::assign(&base, &mut all_actions, version, self.row_ids_kept)?
-            {
-                row_tracking::tag(&mut info, kept);
-            }
-            let body = encode_commit(&info, &all_actions)?;
             // The proposal goes up beside the commit's PUT, off the critical path: should
             // the PUT lose, the next winner may carry it.
             // Proposals the catch-up after a lost race reads beside the winning commits.
@@ -494,12 +475,12 @@ impl Transaction {
                         claim::claim_or_wait(store.as_ref(), root, version, &txn_id, all).await;
                     return (Ok(found), claimed);
                 }
-                if !catch_up_only {
+                if let Some(prepared) = &prepared {
                     let put = put_commit(
                         store.as_ref(),
                         root,
                         version,
-                        body,
+                        prepared.body.clone(),
                         &txn_id,
                         &self.retry,
                         wanted,
@@ -545,6 +526,16 @@ impl Transaction {
                     });
                 }
                 Ok(PutOutcome::Committed) => {
+                    // Only a PUT commits, and only a step that prepared a commit puts.
+                    let Some(Prepared {
+                        info,
+                        actions: all_actions,
+                        timestamp,
+                        ..
+                    }) = prepared
+                    else {
+                        continue;
+                    };
                     let mut all = vec![info];
                     all.extend(all_actions);
                     let mut committed = base.with_commit(version, timestamp, all)?;
