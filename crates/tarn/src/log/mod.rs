@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use object_store::path::Path;
+use object_store::path::{Path, PathPart};
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::Deserialize;
 
@@ -215,11 +215,8 @@ fn group_listing(dir: &Path, listed: Vec<ObjectMeta>, start: i64) -> LogListing 
 
 /// The proposal at `location`, when it is one: `<dir>/_tarn_proposals/<name>`.
 fn proposal_ref(dir: &Path, location: &Path) -> Option<ProposalRef> {
-    let mut parts = location.parts().skip(dir.parts_count());
-    if parts.next()?.as_ref() != PROPOSALS_DIR {
-        return None;
-    }
-    let (base, stamp, txn_id) = parse_proposal_file_name(parts.next()?.as_ref())?;
+    let name = name_in(dir, location, PROPOSALS_DIR)?;
+    let (base, stamp, txn_id) = parse_proposal_file_name(name.as_ref())?;
     Some(ProposalRef {
         base,
         stamp,
@@ -230,11 +227,16 @@ fn proposal_ref(dir: &Path, location: &Path) -> Option<ProposalRef> {
 
 /// The version the claim at `location` claims, when it is one: `<dir>/_tarn_claims/<v>`.
 fn claim_version(dir: &Path, location: &Path) -> Option<i64> {
+    parse_claim_file_name(name_in(dir, location, CLAIMS_DIR)?.as_ref())
+}
+
+/// The name of `location` when it is `<dir>/<folder>/<name>`.
+fn name_in<'a>(dir: &Path, location: &'a Path, folder: &str) -> Option<PathPart<'a>> {
     let mut parts = location.parts().skip(dir.parts_count());
-    if parts.next()?.as_ref() != CLAIMS_DIR {
+    if parts.next()?.as_ref() != folder {
         return None;
     }
-    parse_claim_file_name(parts.next()?.as_ref())
+    parts.next()
 }
 
 /// `_last_checkpoint`: the hint of the newest checkpoint.
