@@ -39,6 +39,9 @@ pub enum Op {
     DropIndex,
     /// OPTIMIZE INDICES: `id_idx`'s two segments merged into one.
     OptimizeIndices,
+    /// Reads partition A (its predicate and files, at the version the handle holds) and
+    /// appends five rows to B, as an `INSERT INTO … SELECT … WHERE part = 'A'` would.
+    ReadAppend,
 }
 
 /// The isolation levels, in the order of `EXPECTED`'s outcome columns.
@@ -237,6 +240,19 @@ pub const EXPECTED: &[(Op, Op, &str)] = {
         (DeleteRow(11, true), Optimize, "D D D D"),
         (UpdateRow(2), Optimize, "D D D D"),
         (Optimize, Optimize, "D D D D"),
+        // A loser that only read A's files: a compaction moving their rows leaves its read
+        // standing, any change to A's rows does not.
+        (ReadAppend, Append("A"), "C C A A"),
+        (ReadAppend, Overwrite, "C A A A"),
+        (ReadAppend, OverwritePartition("A"), "C A A A"),
+        (ReadAppend, DeletePartition("A"), "C R R R"),
+        (ReadAppend, AddColumn, "M M M M"),
+        (ReadAppend, SetProperty, "M M M M"),
+        (ReadAppend, Checkpoint, "C C C C"),
+        (ReadAppend, DeleteRow(1, false), "C A A A"),
+        (ReadAppend, DeleteRow(1, true), "C R R R"),
+        (ReadAppend, UpdateRow(2), "C A A A"),
+        (ReadAppend, Optimize, "C C C C"),
     ]
 };
 
@@ -340,6 +356,15 @@ pub async fn run(op: Op, table: &mut Table) -> tarn::Result<Option<u32>> {
             Some(1)
         }
         Op::DropIndex => Some(table.drop_index("id_idx").await?.attempts),
+        Op::ReadAppend => {
+            let read = col("part").eq(lit("A"));
+            let plan = table.snapshot().scan().filter(read.clone()).plan().await?;
+            let mut txn = table.transaction();
+            txn.record_read_predicate(&read)?;
+            txn.record_read_files(&plan.files);
+            txn.write_files(vec![rows("B", 400)]).await?;
+            Some(table.commit(txn).await?.attempts)
+        }
         Op::OptimizeIndices => Some(
             table
                 .optimize_indices()

@@ -89,7 +89,7 @@ async fn matrix(backend: Backend) {
         failures.len(),
         failures.join("\n")
     );
-    assert_eq!(EXPECTED.len(), 164);
+    assert_eq!(EXPECTED.len(), 175);
 }
 
 /// Index operations on a table with an inline BTree index `id_idx` (two segments): the

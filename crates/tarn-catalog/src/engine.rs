@@ -75,6 +75,10 @@ pub(crate) struct View {
     rewrites: BTreeSet<Option<usize>>,
     /// Edits the operations made (a compaction's moves are not theirs).
     dirty_by_ops: usize,
+    /// Pages the operations edited rows of.
+    edited: BTreeSet<Option<usize>>,
+    /// Pages a compaction moved rows out of or into.
+    moved: BTreeSet<Option<usize>>,
     /// Microseconds since the epoch, for created_at / updated_at.
     pub(crate) now_us: i64,
     layout: Layout,
@@ -119,6 +123,7 @@ impl View {
         };
         self.dirty.insert(page);
         self.rewrites.insert(page);
+        self.edited.insert(page);
         self.dirty_by_ops += 1;
         self.rows.insert(key, Some(row));
     }
@@ -127,6 +132,7 @@ impl View {
     pub(crate) fn delete(&mut self, key: &str) {
         if let Some(page) = self.home.get(key).copied() {
             self.dirty.insert(page);
+            self.edited.insert(page);
             self.dirty_by_ops += 1;
             self.rows.insert(key.to_string(), None);
         }
@@ -200,6 +206,7 @@ impl View {
         for (key, from, to) in moves {
             self.dirty.extend([Some(from), to]);
             self.rewrites.extend([Some(from), to]);
+            self.moved.extend([Some(from), to]);
             self.set_home(key, to);
         }
     }
@@ -423,6 +430,8 @@ async fn load(
         dirty: BTreeSet::new(),
         rewrites: BTreeSet::new(),
         dirty_by_ops: 0,
+        edited: BTreeSet::new(),
+        moved: BTreeSet::new(),
         now_us,
         layout,
         current: 0,
@@ -474,6 +483,12 @@ async fn prepare(
     let now_ms = view.now_us / 1000;
     let mut batches = Vec::new();
     let mut written: Vec<Arc<Vec<Row>>> = Vec::new();
+    // A compaction whose pages no operation edited only moves rows: its files go in as
+    // `dataChange: false`, so writers that merely read the folded pages (a create checking
+    // its name is free) keep their reads instead of conflicting.
+    let rearranging = !view.moved.is_empty() && view.moved.is_disjoint(&view.edited);
+    let mut rearranged: Vec<String> = Vec::new();
+    let mut rearranged_batches: Vec<usize> = Vec::new();
     // A page that only loses rows takes a deletion vector, while its deleted rows stay
     // under half its rows: no page is written, and writers deleting other rows of the
     // page unite their DVs instead of conflicting.
@@ -492,16 +507,30 @@ async fn prepare(
             continue;
         }
         let mut rows = rows_in(view, page);
+        let moved = rearranging && view.moved.contains(&page);
         if let Some(i) = page {
             txn.remove_file(view.loaded[i].add.clone().into_remove(now_ms));
+            if moved {
+                rearranged.push(view.loaded[i].add.path.clone());
+            }
         }
         rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
         for page_rows in split(rows, rows_per_page) {
+            if moved {
+                rearranged_batches.push(batches.len());
+            }
             batches.push(batch_of(&page_rows)?);
             written.push(Arc::new(page_rows));
         }
     }
     let adds = txn.write_files(batches).boxed().await?;
+    // The manifest is unpartitioned: one file per batch, in order.
+    rearranged.extend(
+        rearranged_batches
+            .iter()
+            .filter_map(|&b| adds.get(b).map(|a| a.path.clone())),
+    );
+    txn.mark_rearranged(rearranged.iter().map(String::as_str));
     let written = adds.into_iter().map(|a| a.path).zip(written).collect();
     Ok((txn, written))
 }

@@ -212,8 +212,12 @@ pub(crate) fn check(
     }
 
     // 6-7: files removed concurrently that this transaction read, or removes too. A
-    // compaction's removes (dataChange false) count: their rows live on elsewhere, but
-    // not with this transaction's changes.
+    // compaction's removes (dataChange false) conflict with this transaction's own
+    // removes and deletion vectors (their rows live on elsewhere, but not with this
+    // transaction's changes). A file this transaction only read may be compacted away:
+    // its rows are unchanged, in files whose adds (dataChange false too) the check above
+    // skips. Reads of the whole table and metadata changes keep Delta's stricter rule.
+    let rearranged_reads_stand = !ours.reads.whole_table && !changes_metadata;
     let mut rebases = Vec::new();
     for action in &winner.actions {
         let Action::Remove(remove) = action else {
@@ -237,7 +241,8 @@ pub(crate) fn check(
             }));
         }
         let read = ours.reads.whole_table || ours.reads.files.contains(&path);
-        if read && ours.isolation != IsolationLevel::SnapshotIsolation {
+        let rearranged = !remove.data_change && rearranged_reads_stand;
+        if read && !rearranged && ours.isolation != IsolationLevel::SnapshotIsolation {
             return Err(conflict(ConflictReason::ConcurrentDeleteRead {
                 file: remove.path.clone(),
             }));

@@ -307,6 +307,22 @@ impl Transaction {
         self.actions.push(action);
     }
 
+    /// Marks the files at `paths` (as in their actions) that this transaction adds or
+    /// removes as rows moved, not changed (`dataChange: false`, as a compaction writes
+    /// them): the caller vouches that the marked adds hold exactly the live rows of the
+    /// marked removes. Transactions racing this one that only read the removed files keep
+    /// their reads (see "Conflicts" in the README).
+    pub fn mark_rearranged<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+        let paths: std::collections::BTreeSet<&str> = paths.into_iter().collect();
+        for action in &mut self.actions {
+            match action {
+                Action::Add(add) if paths.contains(add.path.as_str()) => add.data_change = false,
+                Action::Remove(r) if paths.contains(r.path.as_str()) => r.data_change = false,
+                _ => {}
+            }
+        }
+    }
+
     /// The actions so far.
     pub fn actions(&self) -> &[Action] {
         &self.actions

@@ -1,0 +1,172 @@
+//! Folding small manifest pages into base pages only moves rows: the commit says so
+//! (`dataChange: false`), and a writer whose mutation raced the fold keeps what it read
+//! instead of re-running (under hundreds of writers, every fold used to send every
+//! writer with a proposal out back to the start).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::Value;
+use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
+
+fn id(text: &str) -> ObjectId {
+    ObjectId::parse(text).unwrap()
+}
+
+async fn open(dir: &std::path::Path) -> Catalog {
+    let catalog = Catalog::open(
+        dir.to_str().unwrap(),
+        CatalogOptions {
+            layout: Layout::Paged { rows_per_page: 64 },
+            ..CatalogOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    catalog.snapshot().await.unwrap();
+    catalog
+}
+
+/// The actions of manifest commit `version`.
+fn commit(dir: &std::path::Path, version: i64) -> Vec<Value> {
+    let path = dir.join(format!("__manifest/_delta_log/{version:020}.json"));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `(path, dataChange)` of a commit's actions of `kind` (`add` or `remove`).
+fn files(actions: &[Value], kind: &str) -> Vec<(String, bool)> {
+    actions
+        .iter()
+        .filter_map(|a| a.get(kind))
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["dataChange"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_moves_rows_and_a_create_racing_it_keeps_its_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path()).await;
+    // One base page over [a00, zzz]: thirty keys submitted at once commit as one page.
+    let seeds = ["zzz".to_string()]
+        .into_iter()
+        .chain((0..30).map(|n| format!("a{n:02}")))
+        .map(|key| {
+            let a = a.clone();
+            async move {
+                a.create_namespace(&id(&key), ObjectMetadata::default(), false)
+                    .await
+            }
+        });
+    for result in futures::future::join_all(seeds).await {
+        result.unwrap();
+    }
+    // A second handle (another process) reads the manifest now and holds that view.
+    let b = open(dir.path()).await;
+    assert!(!b.namespace_exists(&id("m-racer")).await.unwrap());
+
+    // New keys, one commit each, go to small pages until a commit folds them into the
+    // base page.
+    let manifest = format!("{}/__manifest", dir.path().to_str().unwrap());
+    let mut fold = None;
+    for n in 0..40 {
+        a.create_namespace(
+            &id(&format!("late{n:02}")),
+            ObjectMetadata::default(),
+            false,
+        )
+        .await
+        .unwrap();
+        let version = tarn::Table::open(&manifest).await.unwrap().version();
+        let actions = commit(dir.path(), version);
+        if files(&actions, "remove").len() >= 2 {
+            fold = Some((n, actions));
+            break;
+        }
+    }
+    let (n, actions) = fold.expect("no commit folded the small pages");
+    // The fold's removes and the base page it writes are moves; the page holding the
+    // operation's own new key is a change.
+    let removes = files(&actions, "remove");
+    assert!(removes.iter().all(|(_, change)| !change), "{removes:?}");
+    let adds = files(&actions, "add");
+    let changed: Vec<_> = adds.iter().filter(|(_, change)| *change).collect();
+    let moved: Vec<_> = adds.iter().filter(|(_, change)| !change).collect();
+    assert_eq!(changed.len(), 1, "{adds:?}");
+    assert!(!moved.is_empty(), "{adds:?}");
+
+    // `b` creates a key in the folded base page's range on its old view: its commit
+    // races every commit `a` made, the fold among them, and rebases without re-running.
+    let reruns = b.stats().reruns;
+    b.create_namespace(&id("m-racer"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    assert_eq!(b.stats().reruns, reruns, "the create re-ran after the fold");
+    // Both handles see every key.
+    for catalog in [&a, &b] {
+        let listed = catalog
+            .list_namespaces(&ObjectId::root(), 1000, None)
+            .await
+            .unwrap();
+        assert_eq!(listed.ids.len(), 31 + n + 1 + 1);
+        assert!(catalog.namespace_exists(&id("m-racer")).await.unwrap());
+        assert!(catalog.namespace_exists(&id("late00")).await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_beside_an_edit_of_a_moved_row_is_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path()).await;
+    let seeds = (0..30).map(|n| {
+        let a = a.clone();
+        async move {
+            a.create_namespace(&id(&format!("a{n:02}")), ObjectMetadata::default(), false)
+                .await
+        }
+    });
+    for result in futures::future::join_all(seeds).await {
+        result.unwrap();
+    }
+    // Each key is created, then altered: the create that brings the small pages over the
+    // handle's threshold is followed by an alter, which folds them and edits a row that
+    // moves; the pages it writes differ from the ones it replaces.
+    let manifest = format!("{}/__manifest", dir.path().to_str().unwrap());
+    let mut folds = 0;
+    for n in 0..40 {
+        let key = id(&format!("b{n:02}"));
+        a.create_namespace(&key, ObjectMetadata::default(), false)
+            .await
+            .unwrap();
+        a.alter_namespace(&key, vec![("owner".into(), "b".into())], vec![])
+            .await
+            .unwrap();
+        let version = tarn::Table::open(&manifest).await.unwrap().version();
+        let actions = commit(dir.path(), version);
+        let removes = files(&actions, "remove");
+        if removes.len() >= 2 {
+            folds += 1;
+            assert!(removes.iter().all(|(_, change)| *change), "{removes:?}");
+            let adds = files(&actions, "add");
+            assert!(adds.iter().all(|(_, change)| *change), "{adds:?}");
+        }
+    }
+    assert!(folds > 0, "no alter folded");
+    let listed = a
+        .list_namespaces(&ObjectId::root(), 1000, None)
+        .await
+        .unwrap();
+    assert_eq!(listed.ids.len(), 70);
+    let altered = a.describe_namespace(&id("b00")).await.unwrap();
+    assert_eq!(
+        altered.metadata.properties.get("owner").map(String::as_str),
+        Some("b")
+    );
+}
