@@ -255,9 +255,24 @@ enum Mode {
     },
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    match Cli::parse().command {
+/// The most threads a worker process keeps for blocking work. A local directory's store
+/// runs every request on one, so a worker reading a crowd's proposals at once would start
+/// a thread per request: 200 workers with 270 threads each exhausted the machine's process
+/// ids, and tantivy then failed to start an index writer.
+const WORKER_BLOCKING_THREADS: usize = 16;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if matches!(cli.command, Mode::Worker { .. }) {
+        runtime.max_blocking_threads(WORKER_BLOCKING_THREADS);
+    }
+    runtime.build()?.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
+    match cli.command {
         Mode::Seed {
             common,
             files,
