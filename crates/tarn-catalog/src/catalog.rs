@@ -103,6 +103,9 @@ pub(crate) struct Inner {
 pub(crate) struct Stats {
     pub(crate) commits: AtomicU64,
     pub(crate) reruns: AtomicU64,
+    /// The versions other writers committed while this handle's last committed batch
+    /// ran: how crowded the manifest is.
+    pub(crate) crowd: AtomicU64,
 }
 
 /// What a handle's committer has done so far, as [`Catalog::stats`] returns it.

@@ -40,8 +40,22 @@ fn rerun_backoff(attempt: u32) -> Duration {
     let cap = Duration::from_millis(20)
         .saturating_mul(1u32 << (attempt - 2).min(10))
         .min(MAX_RERUN_BACKOFF);
+    cap.mul_f64(draw())
+}
+
+/// Whether a batch that finds enough small pages folds them, given how many versions
+/// other writers committed while this handle's last batch ran (`crowd`) and a random
+/// draw in `[0, 1)`. Alone, it always folds; in a crowd of writers, all of whom see the
+/// same small pages, about one batch per round tries (each fold removes the pages every
+/// other fold would, so all but one lose and run again).
+fn folds_in(crowd: u64, draw: f64) -> bool {
+    draw * (crowd.saturating_add(1) as f64) < 1.0
+}
+
+/// A draw in `[0, 1)`.
+fn draw() -> f64 {
     let random = std::hash::RandomState::new().build_hasher().finish();
-    cap.mul_f64((random % 10_000) as f64 / 10_000.0)
+    (random % 1_000_000) as f64 / 1_000_000.0
 }
 
 /// Work an operation started that the batch's commit must wait for (a new table's
@@ -243,7 +257,13 @@ pub(crate) async fn run_batch(
     // Folding small pages is upkeep: once a batch that folded lost to a conflict, it runs
     // again without folding, so the operations never wait on it under contention (the
     // next uncontended batch folds).
-    let mut compact_at = compact_at;
+    let crowd = stats.crowd.load(Ordering::Relaxed);
+    let started_at = table.version();
+    let mut compact_at = if folds_in(crowd, draw()) {
+        compact_at
+    } else {
+        usize::MAX
+    };
     // Operations whose gate failed: they are left out of the reruns.
     let mut gate_errors: Vec<Option<CatalogError>> = ops.iter().map(|_| None).collect();
     loop {
@@ -303,8 +323,14 @@ pub(crate) async fn run_batch(
         }
         let (txn, written) = prepared?;
         match table.commit(txn).boxed().await {
-            Ok(_) => {
+            Ok(outcome) => {
                 stats.commits.fetch_add(1, Ordering::Relaxed);
+                // Rebased over or carried, the versions before this one that other
+                // writers committed while the batch ran.
+                let others = outcome.version.saturating_sub(started_at + 1);
+                stats
+                    .crowd
+                    .store(u64::try_from(others).unwrap_or(0), Ordering::Relaxed);
                 // The pages just written are known: the next batch need not read them.
                 for (path, rows) in written {
                     // Written sorted by key: each row's position is its index.
@@ -586,5 +612,17 @@ mod tests {
             assert!(rerun_backoff(attempt) <= MAX_RERUN_BACKOFF);
         }
         assert!(rerun_backoff(2) <= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn alone_a_batch_always_folds_and_in_a_crowd_about_one_in_the_crowd_does() {
+        assert!(folds_in(0, 0.0));
+        assert!(folds_in(0, 0.999_999));
+        assert!(folds_in(9, 0.05));
+        assert!(!folds_in(9, 0.1));
+        let folding = (0..1000)
+            .filter(|i| folds_in(19, f64::from(*i) / 1000.0))
+            .count();
+        assert_eq!(folding, 50);
     }
 }
