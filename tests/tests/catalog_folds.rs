@@ -12,11 +12,11 @@ fn id(text: &str) -> ObjectId {
     ObjectId::parse(text).unwrap()
 }
 
-async fn open(dir: &std::path::Path) -> Catalog {
+async fn open(dir: &std::path::Path, rows_per_page: usize) -> Catalog {
     let catalog = Catalog::open(
         dir.to_str().unwrap(),
         CatalogOptions {
-            layout: Layout::Paged { rows_per_page: 64 },
+            layout: Layout::Paged { rows_per_page },
             ..CatalogOptions::default()
         },
     )
@@ -52,9 +52,21 @@ fn files(actions: &[Value], kind: &str) -> Vec<(String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fold_moves_rows_and_a_create_racing_it_keeps_its_read() {
+    fold_race(64).await;
+}
+
+/// With pages of 4,096 rows, a catalog of a few dozen keys has no base page: the fold
+/// moves the rows into the largest small page, and the operation's own new key goes to
+/// a page of its own, so the fold is still a move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_into_the_largest_small_page_moves_rows_too() {
+    fold_race(4096).await;
+}
+
+async fn fold_race(rows_per_page: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path()).await;
-    // One base page over [a00, zzz]: thirty keys submitted at once commit as one page.
+    let a = open(dir.path(), rows_per_page).await;
+    // One page over [a00, zzz]: thirty keys submitted at once commit as one page.
     let seeds = ["zzz".to_string()]
         .into_iter()
         .chain((0..30).map(|n| format!("a{n:02}")))
@@ -69,7 +81,7 @@ async fn a_fold_moves_rows_and_a_create_racing_it_keeps_its_read() {
         result.unwrap();
     }
     // A second handle (another process) reads the manifest now and holds that view.
-    let b = open(dir.path()).await;
+    let b = open(dir.path(), rows_per_page).await;
     assert!(!b.namespace_exists(&id("m-racer")).await.unwrap());
 
     // New keys, one commit each, go to small pages until a commit folds them into the
@@ -124,7 +136,7 @@ async fn a_fold_moves_rows_and_a_create_racing_it_keeps_its_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fold_beside_an_edit_of_a_moved_row_is_a_change() {
     let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path()).await;
+    let a = open(dir.path(), 64).await;
     let seeds = (0..30).map(|n| {
         let a = a.clone();
         async move {

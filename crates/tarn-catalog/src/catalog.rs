@@ -19,7 +19,7 @@ use crate::pages::{PageCache, pages, pages_for_key};
 const BATCH: usize = 256;
 /// Small pages (new keys, shrunk pages) the manifest holds before a mutation folds them
 /// into the base pages: between this and twice this, per handle.
-const COMPACT_AT: usize = 8;
+pub(crate) const COMPACT_AT: usize = 8;
 
 /// How a catalog is opened.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use futures::FutureExt;
 use tarn::expr::{col, lit};
 use tarn::{Error as TarnError, Snapshot, Table};
 
-use crate::catalog::Stats;
+use crate::catalog::{COMPACT_AT, Stats};
 use crate::error::{CatalogError, Result};
 use crate::manifest::{Row, batch_of};
 use crate::pages::{Layout, Page, PageCache, PageRows, pages, pages_for_key, split};
@@ -50,6 +50,27 @@ fn rerun_backoff(attempt: u32) -> Duration {
 /// other fold would, so all but one lose and run again).
 fn folds_in(crowd: u64, draw: f64) -> bool {
     draw * (crowd.saturating_add(1) as f64) < 1.0
+}
+
+/// When a batch folds the small pages it finds.
+#[derive(Debug, Clone, Copy)]
+struct Folding {
+    /// Folds only above this many small pages.
+    at: usize,
+    /// The crowd this handle's last batch saw; `None` before its first commit.
+    crowd: Option<u64>,
+    /// This batch's draw for [`folds_in`].
+    draw: f64,
+}
+
+impl Folding {
+    /// Whether a batch that finds `small` small pages folds them. A handle that has not
+    /// committed yet takes the small pages beyond every handle's threshold as its crowd:
+    /// alone or in a few, writers fold before there are that many.
+    fn folds(&self, small: usize) -> bool {
+        let beyond = small.saturating_sub(2 * COMPACT_AT) as u64;
+        small > self.at && folds_in(self.crowd.unwrap_or(beyond), self.draw)
+    }
 }
 
 /// A draw in `[0, 1)`.
@@ -189,16 +210,26 @@ impl View {
         let limit = (rows_per_page / 4).max(2);
         self.rewrites.iter().flatten().copied().find(|&i| {
             let homed = self.homed.get(&i).copied().unwrap_or(0);
-            self.loaded[i].is_small(self.layout) && homed > 0 && homed + 1 < limit
+            // A fold's target stays a file of moved rows only.
+            let folding_into = self.moved.contains(&Some(i));
+            self.loaded[i].is_small(self.layout) && homed > 0 && homed + 1 < limit && !folding_into
         })
     }
 
     /// Moves the rows of the loaded small pages into the loaded base pages their keys
-    /// belong to (or one new page when there is none), so the small pages go.
+    /// belong to (or, when there is none, into the largest small page), so the small
+    /// pages go. The operations' new keys never join a page rows are moved into, so a
+    /// fold stays a move.
     fn compact(&mut self) {
         let small: BTreeSet<usize> = (0..self.loaded.len())
             .filter(|i| self.loaded[*i].is_small(self.layout))
             .collect();
+        let largest = small.iter().copied().max_by_key(|i| {
+            (
+                self.homed.get(i).copied().unwrap_or(0),
+                std::cmp::Reverse(*i),
+            )
+        });
         let bases: Vec<Page> = self
             .pages
             .iter()
@@ -213,8 +244,11 @@ impl View {
                 let target = pages_for_key(&bases, key)
                     .first()
                     .map(|p| p.add.path.clone());
-                let to = target.and_then(|t| self.loaded.iter().position(|p| p.add.path == t));
-                Some((key.clone(), from, to))
+                let to = match target {
+                    Some(t) => self.loaded.iter().position(|p| p.add.path == t),
+                    None => largest,
+                };
+                (to != Some(from)).then(|| (key.clone(), from, to))
             })
             .collect();
         for (key, from, to) in moves {
@@ -257,13 +291,13 @@ pub(crate) async fn run_batch(
     // Folding small pages is upkeep: once a batch that folded lost to a conflict, it runs
     // again without folding, so the operations never wait on it under contention (the
     // next uncontended batch folds).
-    let crowd = stats.crowd.load(Ordering::Relaxed);
+    // How crowded the manifest is, as this handle's last batch saw it (unknown before
+    // its first commit), and this batch's draw for whether it folds in that crowd.
+    let crowd =
+        (stats.commits.load(Ordering::Relaxed) > 0).then(|| stats.crowd.load(Ordering::Relaxed));
+    let fold_draw = draw();
     let started_at = table.version();
-    let mut compact_at = if folds_in(crowd, draw()) {
-        compact_at
-    } else {
-        usize::MAX
-    };
+    let mut compact_at = compact_at;
     // Operations whose gate failed: they are left out of the reruns.
     let mut gate_errors: Vec<Option<CatalogError>> = ops.iter().map(|_| None).collect();
     loop {
@@ -276,7 +310,11 @@ pub(crate) async fn run_batch(
             needs.clone(),
             clock.now_ms() * 1000,
             layout,
-            compact_at,
+            Folding {
+                at: compact_at,
+                crowd,
+                draw: fold_draw,
+            },
         )
         .boxed()
         .await?;
@@ -389,7 +427,7 @@ async fn load(
     needs: Vec<Needs>,
     now_us: i64,
     layout: Layout,
-    compact_at: usize,
+    folding: Folding,
 ) -> Result<View> {
     let pages = pages(&snapshot);
     let position = |page: &Page| pages.iter().position(|q| q.add.path == page.add.path);
@@ -415,7 +453,7 @@ async fn load(
     let small: Vec<usize> = (0..pages.len())
         .filter(|i| pages[*i].is_small(layout))
         .collect();
-    let compact = small.len() > compact_at;
+    let compact = folding.folds(small.len());
     if compact {
         let bases: Vec<Page> = pages
             .iter()
@@ -624,5 +662,26 @@ mod tests {
             .filter(|i| folds_in(19, f64::from(*i) / 1000.0))
             .count();
         assert_eq!(folding, 50);
+    }
+
+    #[test]
+    fn a_new_handle_takes_the_small_pages_beyond_every_threshold_as_its_crowd() {
+        let new = |draw| Folding {
+            at: 10,
+            crowd: None,
+            draw,
+        };
+        assert!(!new(0.0).folds(10));
+        assert!(new(0.999).folds(11));
+        assert!(new(0.999).folds(2 * COMPACT_AT));
+        // 20 pages beyond: about one new handle in 21 folds.
+        assert!(new(0.04).folds(2 * COMPACT_AT + 20));
+        assert!(!new(0.05).folds(2 * COMPACT_AT + 20));
+        let known = Folding {
+            at: 10,
+            crowd: Some(0),
+            draw: 0.999,
+        };
+        assert!(known.folds(2 * COMPACT_AT + 20));
     }
 }
