@@ -1,4 +1,4 @@
-//! Folding small manifest pages into base pages only moves rows: the commit says so
+//! The manifest under a crowd of writers. Folding small pages only moves rows: the commit says so
 //! (`dataChange: false`), and a writer whose mutation raced the fold keeps what it read
 //! instead of re-running (under hundreds of writers, every fold used to send every
 //! writer with a proposal out back to the start).
@@ -181,4 +181,59 @@ async fn a_fold_beside_an_edit_of_a_moved_row_is_a_change() {
         altered.metadata.properties.get("owner").map(String::as_str),
         Some("b")
     );
+}
+
+/// A writer that saw others commit during its last batch marks the rows it drops in the
+/// page's deletion vector even past half the page: rewriting the page would fail every
+/// writer dropping other rows of it meanwhile. Alone, it rewrites the page instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_crowd_drops_keep_taking_deletion_vectors_past_half_a_page() {
+    for crowded in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let a = open(dir.path(), 64).await;
+        let b = open(dir.path(), 64).await;
+        let seeds = (0..4).map(|n| {
+            let a = a.clone();
+            async move {
+                a.create_namespace(&id(&format!("p{n}")), ObjectMetadata::default(), false)
+                    .await
+            }
+        });
+        for result in futures::future::join_all(seeds).await {
+            result.unwrap();
+        }
+        let manifest = format!("{}/__manifest", dir.path().to_str().unwrap());
+        for n in 0..3 {
+            if crowded {
+                // Another process commits while `a`'s view is stale.
+                b.create_namespace(&id(&format!("x{n}")), ObjectMetadata::default(), false)
+                    .await
+                    .unwrap();
+            }
+            a.drop_namespace(&id(&format!("p{n}")), false)
+                .await
+                .unwrap();
+        }
+        // The third drop takes three of the page's four rows.
+        let version = tarn::Table::open(&manifest).await.unwrap().version();
+        let actions = commit(dir.path(), version);
+        let removed: Vec<String> = files(&actions, "remove").into_iter().map(|f| f.0).collect();
+        let added: Vec<&Value> = actions.iter().filter_map(|a| a.get("add")).collect();
+        assert_eq!(removed.len(), 1, "{actions:?}");
+        assert_eq!(added.len(), 1, "{actions:?}");
+        let same_file = added[0]["path"].as_str() == Some(removed[0].as_str());
+        let with_dv = added[0].get("deletionVector").is_some_and(|d| !d.is_null());
+        assert_eq!(same_file, crowded, "{actions:?}");
+        assert_eq!(with_dv, crowded, "{actions:?}");
+        let listed = a
+            .list_namespaces(&ObjectId::root(), 100, None)
+            .await
+            .unwrap();
+        let keys: Vec<String> = listed.ids.iter().map(ObjectId::key).collect();
+        let mut expected = vec!["p3".to_string()];
+        if crowded {
+            expected.extend(["x0", "x1", "x2"].map(String::from));
+        }
+        assert_eq!(keys, expected);
+    }
 }

@@ -117,6 +117,10 @@ pub(crate) struct View {
     /// Microseconds since the epoch, for created_at / updated_at.
     pub(crate) now_us: i64,
     layout: Layout,
+    /// Other writers committed while this handle's last batch ran: a page losing rows
+    /// takes a deletion vector however many it loses, since rewriting it would fail
+    /// every writer deleting other rows of it meanwhile (a fold cleans it up later).
+    crowded: bool,
     /// The operation running now (an index into the batch).
     current: usize,
     /// Gates the operations started, by operation.
@@ -498,6 +502,7 @@ async fn load(
         moved: BTreeSet::new(),
         now_us,
         layout,
+        crowded: folding.crowd.is_some_and(|c| c > 0),
         current: 0,
         gates: Vec::new(),
     };
@@ -611,7 +616,8 @@ fn spawn_page(
 }
 
 /// The positions of the rows page `i` of the view lost, when a deletion vector should take
-/// them: the page keeps at least half its rows, or loses all of them.
+/// them: the page keeps at least half its rows, or loses all of them, or other writers
+/// are changing the manifest too.
 fn deleted_positions(view: &View, i: usize) -> Option<Vec<u64>> {
     let mut gone: Vec<u64> = view
         .home
@@ -627,7 +633,8 @@ fn deleted_positions(view: &View, i: usize) -> Option<Vec<u64>> {
         .as_ref()
         .map_or(0, |dv| u64::try_from(dv.cardinality).unwrap_or(0));
     let after = before + gone.len() as u64;
-    (!gone.is_empty() && (after * 2 <= physical || after == physical)).then_some(gone)
+    let takes_dv = view.crowded || after * 2 <= physical || after == physical;
+    (!gone.is_empty() && takes_dv).then_some(gone)
 }
 
 /// The live rows of one page of the view (`None`: rows new to the catalog).
