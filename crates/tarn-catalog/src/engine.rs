@@ -292,15 +292,15 @@ pub(crate) async fn run_batch(
 ) -> Result<Vec<Result<()>>> {
     let mut attempt = 0;
     let mut refreshed = false;
-    // Folding small pages is upkeep: once a batch that folded lost to a conflict, it runs
-    // again without folding, so the operations never wait on it under contention (the
-    // next uncontended batch folds).
     // How crowded the manifest is, as this handle's last batch saw it (unknown before
     // its first commit), and this batch's draw for whether it folds in that crowd.
     let crowd =
         (stats.commits.load(Ordering::Relaxed) > 0).then(|| stats.crowd.load(Ordering::Relaxed));
     let fold_draw = draw();
     let started_at = table.version();
+    // Folding small pages is upkeep: once a batch that folded lost to a conflict, it runs
+    // again without folding, so the operations never wait on it under contention (the
+    // next uncontended batch folds).
     let mut compact_at = compact_at;
     // Operations whose gate failed: they are left out of the reruns.
     let mut gate_errors: Vec<Option<CatalogError>> = ops.iter().map(|_| None).collect();

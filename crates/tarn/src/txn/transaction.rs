@@ -311,7 +311,7 @@ impl Transaction {
     /// removes as rows moved, not changed (`dataChange: false`, as a compaction writes
     /// them): the caller vouches that the marked adds hold exactly the live rows of the
     /// marked removes. Transactions racing this one that only read the removed files keep
-    /// their reads (see "Conflicts" in the README).
+    /// their reads (the README's "Compaction against readers").
     pub fn mark_rearranged<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
         let paths: std::collections::BTreeSet<&str> = paths.into_iter().collect();
         for action in &mut self.actions {
