@@ -26,6 +26,21 @@ async fn open(dir: &std::path::Path, rows_per_page: usize) -> Catalog {
     catalog
 }
 
+/// Creates the namespaces `keys` at once through `catalog`: one commit, one page.
+async fn seed(catalog: &Catalog, keys: impl IntoIterator<Item = String>) {
+    let creates = keys.into_iter().map(|key| {
+        let catalog = catalog.clone();
+        async move {
+            catalog
+                .create_namespace(&id(&key), ObjectMetadata::default(), false)
+                .await
+        }
+    });
+    for result in futures::future::join_all(creates).await {
+        result.unwrap();
+    }
+}
+
 /// The actions of manifest commit `version`.
 fn commit(dir: &std::path::Path, version: i64) -> Vec<Value> {
     let path = dir.join(format!("__manifest/_delta_log/{version:020}.json"));
@@ -67,19 +82,13 @@ async fn fold_race(rows_per_page: usize) {
     let dir = tempfile::tempdir().unwrap();
     let a = open(dir.path(), rows_per_page).await;
     // One page over [a00, zzz]: thirty keys submitted at once commit as one page.
-    let seeds = ["zzz".to_string()]
-        .into_iter()
-        .chain((0..30).map(|n| format!("a{n:02}")))
-        .map(|key| {
-            let a = a.clone();
-            async move {
-                a.create_namespace(&id(&key), ObjectMetadata::default(), false)
-                    .await
-            }
-        });
-    for result in futures::future::join_all(seeds).await {
-        result.unwrap();
-    }
+    seed(
+        &a,
+        ["zzz".to_string()]
+            .into_iter()
+            .chain((0..30).map(|n| format!("a{n:02}"))),
+    )
+    .await;
     // A second handle (another process) reads the manifest now and holds that view.
     let b = open(dir.path(), rows_per_page).await;
     assert!(!b.namespace_exists(&id("m-racer")).await.unwrap());
@@ -137,16 +146,7 @@ async fn fold_race(rows_per_page: usize) {
 async fn a_fold_beside_an_edit_of_a_moved_row_is_a_change() {
     let dir = tempfile::tempdir().unwrap();
     let a = open(dir.path(), 64).await;
-    let seeds = (0..30).map(|n| {
-        let a = a.clone();
-        async move {
-            a.create_namespace(&id(&format!("a{n:02}")), ObjectMetadata::default(), false)
-                .await
-        }
-    });
-    for result in futures::future::join_all(seeds).await {
-        result.unwrap();
-    }
+    seed(&a, (0..30).map(|n| format!("a{n:02}"))).await;
     // Each key is created, then altered: the create that brings the small pages over the
     // handle's threshold is followed by an alter, which folds them and edits a row that
     // moves; the pages it writes differ from the ones it replaces.
@@ -192,16 +192,7 @@ async fn in_a_crowd_drops_keep_taking_deletion_vectors_past_half_a_page() {
         let dir = tempfile::tempdir().unwrap();
         let a = open(dir.path(), 64).await;
         let b = open(dir.path(), 64).await;
-        let seeds = (0..4).map(|n| {
-            let a = a.clone();
-            async move {
-                a.create_namespace(&id(&format!("p{n}")), ObjectMetadata::default(), false)
-                    .await
-            }
-        });
-        for result in futures::future::join_all(seeds).await {
-            result.unwrap();
-        }
+        seed(&a, (0..4).map(|n| format!("p{n}"))).await;
         let manifest = format!("{}/__manifest", dir.path().to_str().unwrap());
         for n in 0..3 {
             if crowded {

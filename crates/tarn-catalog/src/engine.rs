@@ -108,9 +108,7 @@ pub(crate) struct View {
     /// Dirty pages whose rows change other than by deletion: they are rewritten, where a
     /// page that only loses rows takes a deletion vector.
     rewrites: BTreeSet<Option<usize>>,
-    /// Edits the operations made (a compaction's moves are not theirs).
-    dirty_by_ops: usize,
-    /// Pages the operations edited rows of.
+    /// Pages the operations edited rows of (a compaction's moves are not theirs).
     edited: BTreeSet<Option<usize>>,
     /// Pages a compaction moved rows out of or into.
     moved: BTreeSet<Option<usize>>,
@@ -163,7 +161,6 @@ impl View {
         self.dirty.insert(page);
         self.rewrites.insert(page);
         self.edited.insert(page);
-        self.dirty_by_ops += 1;
         self.rows.insert(key, Some(row));
     }
 
@@ -172,7 +169,6 @@ impl View {
         if let Some(page) = self.home.get(key).copied() {
             self.dirty.insert(page);
             self.edited.insert(page);
-            self.dirty_by_ops += 1;
             self.rows.insert(key.to_string(), None);
         }
     }
@@ -332,7 +328,7 @@ pub(crate) async fn run_batch(
         let gates = std::mem::take(&mut view.gates);
         // A batch whose operations change nothing commits no compaction either: it would
         // turn a read into a write.
-        if compacting && view.dirty_by_ops == 0 {
+        if compacting && view.edited.is_empty() {
             view.dirty.clear();
             view.rewrites.clear();
         }
@@ -497,7 +493,6 @@ async fn load(
         positions: HashMap::new(),
         dirty: BTreeSet::new(),
         rewrites: BTreeSet::new(),
-        dirty_by_ops: 0,
         edited: BTreeSet::new(),
         moved: BTreeSet::new(),
         now_us,
