@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod catalog;
 pub mod fixtures;
 pub mod gate;
 pub mod golden;

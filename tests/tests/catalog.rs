@@ -5,52 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
-use object_store::ObjectStore;
 use tarn::StoreLocation;
 use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
-use tarn_store::{
-    CountingStore, Fault, FaultOp, FaultRule, FaultStore, LatencyProfile, LatencyStore,
-    RequestCounter,
-};
-
-fn id(text: &str) -> ObjectId {
-    ObjectId::parse(text).unwrap()
-}
-
-fn props(pairs: &[(&str, &str)]) -> ObjectMetadata {
-    ObjectMetadata {
-        properties: pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<_, _>>(),
-        description: None,
-        declared: false,
-    }
-}
-
-fn schema() -> Schema {
-    Schema::new(vec![Field::new("id", DataType::Int64, false)])
-}
-
-/// Opens a catalog and loads its manifest (opening alone reads nothing).
-async fn open(location: &StoreLocation, layout: Layout) -> Catalog {
-    let catalog = Catalog::open_at(
-        location.clone(),
-        CatalogOptions {
-            layout,
-            ..CatalogOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    catalog.snapshot().await.unwrap();
-    catalog
-}
+use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
+use tarn_tests::catalog::{id, open, props, schema};
 
 async fn lifecycle(location: StoreLocation, layout: Layout) {
     let catalog = open(&location, layout).await;
@@ -1160,87 +1121,6 @@ async fn concurrent_drops_of_one_page_unite_their_deletion_vectors() {
     assert_eq!(page_dvs(dir.path()).await, vec![("ns".into(), 0)]);
 }
 
-/// A mutation on a warm handle waits on two round trips: its page (and a new table's
-/// version 0, written beside it), then the commit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_warm_mutation_waits_on_two_round_trips() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
-    let slow = LatencyStore::new(
-        Arc::clone(location.store()),
-        LatencyProfile::s3_express().scaled(0.25),
-        1,
-    );
-    let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
-    let counter = counting.counter();
-    let counted = location.with_store(Arc::new(counting));
-    let catalog = open(&counted, Layout::default()).await;
-    catalog
-        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
-        .await
-        .unwrap();
-    for i in 0..3 {
-        let table = id(&format!("ns$t{i}"));
-        settle_background_checkpoint(&counter).await;
-        counter.reset();
-        let info = catalog
-            .create_table(&table, &schema(), vec![], props(&[("tier", "gold")]))
-            .await
-            .unwrap();
-        let counts = counter.take();
-        assert_eq!(counts.critical_path, 2, "create_table {i}: {counts}");
-        assert_eq!(info.version, Some(0));
-        let opened = catalog.load_table(&table).await.unwrap();
-        assert_eq!(opened.version(), 0);
-        assert_eq!(
-            opened.snapshot().metadata().configuration.get("tier"),
-            Some(&Some("gold".to_string()))
-        );
-    }
-    let mutations: [(&str, BoxedMutation); 4] = [
-        (
-            "create_namespace",
-            Box::pin(async {
-                let meta = ObjectMetadata::default();
-                catalog.create_namespace(&id("other"), meta, false).await
-            }),
-        ),
-        (
-            "declare_table",
-            Box::pin(async {
-                let meta = ObjectMetadata::default();
-                catalog.declare_table(&id("ns$d"), meta).await.map(|_| ())
-            }),
-        ),
-        (
-            "rename_table",
-            Box::pin(async { catalog.rename_table(&id("ns$t0"), &id("ns$r")).await }),
-        ),
-        (
-            "drop_table",
-            Box::pin(async { catalog.drop_table(&id("ns$t1"), false).await }),
-        ),
-    ];
-    for (name, mutation) in mutations {
-        settle_background_checkpoint(&counter).await;
-        counter.reset();
-        mutation.await.unwrap();
-        let counts = counter.take();
-        // A commit that takes a checkpoint starts writing it in the background, and on a
-        // busy machine its first PUT may start before the call returns.
-        settle_background_checkpoint(&counter).await;
-        let checkpointed = u64::from(checkpoint_at_latest(dir.path()));
-        // A drop that empties its page writes no page: the commit alone.
-        assert!(counts.critical_path <= 2 + checkpointed, "{name}: {counts}");
-        assert!(counts.critical_path >= 1, "{name}: {counts}");
-    }
-    let listed = catalog.list_tables(&id("ns"), 10, None).await.unwrap().ids;
-    assert_eq!(listed, [id("ns$d"), id("ns$r"), id("ns$t2")]);
-}
-
-type BoxedMutation<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + 'a>>;
-
 /// A table whose version 0 cannot be written gets no entry (the commit waits for it),
 /// leaves nothing behind, and does not hold up another mutation submitted beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1299,37 +1179,4 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
         .filter(|name| name.ends_with("-orders"))
         .collect();
     assert_eq!(leftovers, Vec::<String>::new());
-}
-
-/// Every 4th manifest commit starts a background checkpoint; its PUTs (checkpoint, then
-/// hint) would lengthen the next mutation's chain, so a measurement waits them out: until
-/// the store has seen no request for 200 ms (a fixed sleep was too short on a loaded
-/// machine). The replayed latency here is a few milliseconds per request.
-/// Whether the manifest's latest commit took a checkpoint (checked once its background
-/// requests have settled).
-fn checkpoint_at_latest(dir: &std::path::Path) -> bool {
-    let log = dir.join("__manifest/_delta_log");
-    let names: Vec<String> = std::fs::read_dir(&log)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    let latest = names
-        .iter()
-        .filter_map(|n| n.strip_suffix(".json")?.parse::<u64>().ok())
-        .max()
-        .unwrap();
-    names
-        .iter()
-        .any(|n| n.starts_with(&format!("{latest:020}.checkpoint")))
-}
-
-async fn settle_background_checkpoint(counter: &RequestCounter) {
-    for _ in 0..100 {
-        counter.reset();
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        if counter.take().requests() == 0 {
-            return;
-        }
-    }
-    panic!("the catalog's background requests did not stop within 20 s");
 }

@@ -7,10 +7,7 @@
 
 use serde_json::Value;
 use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
-
-fn id(text: &str) -> ObjectId {
-    ObjectId::parse(text).unwrap()
-}
+use tarn_tests::catalog::id;
 
 async fn open(dir: &std::path::Path, rows_per_page: usize) -> Catalog {
     let catalog = Catalog::open(

@@ -15,6 +15,7 @@ use arrow::array::AsArray;
 use object_store::ObjectStoreExt;
 use tarn::Table;
 use tarn_catalog::{Catalog, CatalogOptions, ObjectId};
+use tarn_tests::catalog::id;
 
 const WRITERS: usize = 4;
 const STEPS: i64 = 12;
@@ -23,10 +24,6 @@ const STEPS: i64 = 12;
 struct Ack {
     writer: usize,
     n: i64,
-}
-
-fn id(text: &str) -> ObjectId {
-    ObjectId::parse(text).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,19 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
 use tarn::Table;
 use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
+use tarn_tests::catalog::{id, schema};
 use tarn_tests::spark::{delta_table, spark};
 use tarn_tests::spark_checks::{assert_same_in_spark, assert_same_in_spark_at};
-
-fn id(text: &str) -> ObjectId {
-    ObjectId::parse(text).unwrap()
-}
-
-fn schema() -> Schema {
-    Schema::new(vec![Field::new("id", DataType::Int64, false)])
-}
 
 /// Every kind of mutation: namespaces created, altered and dropped, tables created with
 /// data, declared, renamed and dropped, enough of them to fill several pages.

@@ -1,0 +1,193 @@
+//! What catalog operations cost in object-store requests and sequential round trips: a
+//! warm mutation waits on two (its page, then the commit), and the first page of a large
+//! namespace's listing reads one manifest page after the refresh. The costs are
+//! structural, so they are counted here; times are the benchmark's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use tarn_catalog::manifest::Row;
+use tarn_catalog::{CatalogError, Layout, ObjectId, ObjectMetadata};
+use tarn_store::{CountingStore, LatencyProfile, LatencyStore, RequestCounter};
+use tarn_tests::catalog::{id, open, props, schema};
+
+/// A mutation on a warm handle waits on two round trips: its page (and a new table's
+/// version 0, written beside it), then the commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_mutation_waits_on_two_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let slow = LatencyStore::new(
+        Arc::clone(location.store()),
+        LatencyProfile::s3_express().scaled(0.25),
+        1,
+    );
+    let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
+    let counter = counting.counter();
+    let counted = location.with_store(Arc::new(counting));
+    let catalog = open(&counted, Layout::default()).await;
+    catalog
+        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let table = id(&format!("ns$t{i}"));
+        settle_background_checkpoint(&counter).await;
+        counter.reset();
+        let info = catalog
+            .create_table(&table, &schema(), vec![], props(&[("tier", "gold")]))
+            .await
+            .unwrap();
+        let counts = counter.take();
+        assert_eq!(counts.critical_path, 2, "create_table {i}: {counts}");
+        assert_eq!(info.version, Some(0));
+        let opened = catalog.load_table(&table).await.unwrap();
+        assert_eq!(opened.version(), 0);
+        assert_eq!(
+            opened.snapshot().metadata().configuration.get("tier"),
+            Some(&Some("gold".to_string()))
+        );
+    }
+    let mutations: [(&str, BoxedMutation); 4] = [
+        (
+            "create_namespace",
+            Box::pin(async {
+                let meta = ObjectMetadata::default();
+                catalog.create_namespace(&id("other"), meta, false).await
+            }),
+        ),
+        (
+            "declare_table",
+            Box::pin(async {
+                let meta = ObjectMetadata::default();
+                catalog.declare_table(&id("ns$d"), meta).await.map(|_| ())
+            }),
+        ),
+        (
+            "rename_table",
+            Box::pin(async { catalog.rename_table(&id("ns$t0"), &id("ns$r")).await }),
+        ),
+        (
+            "drop_table",
+            Box::pin(async { catalog.drop_table(&id("ns$t1"), false).await }),
+        ),
+    ];
+    for (name, mutation) in mutations {
+        settle_background_checkpoint(&counter).await;
+        counter.reset();
+        mutation.await.unwrap();
+        let counts = counter.take();
+        // A commit that takes a checkpoint starts writing it in the background, and on a
+        // busy machine its first PUT may start before the call returns.
+        settle_background_checkpoint(&counter).await;
+        let checkpointed = u64::from(checkpoint_at_latest(dir.path()));
+        // A drop that empties its page writes no page: the commit alone.
+        assert!(counts.critical_path <= 2 + checkpointed, "{name}: {counts}");
+        assert!(counts.critical_path >= 1, "{name}: {counts}");
+    }
+    let listed = catalog.list_tables(&id("ns"), 10, None).await.unwrap().ids;
+    assert_eq!(listed, [id("ns$d"), id("ns$r"), id("ns$t2")]);
+}
+
+type BoxedMutation<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + 'a>>;
+
+/// Listing the tables of a namespace of thousands, on a handle just opened: the refresh
+/// (one LIST) and the one base page whose key range holds the namespace's first keys (its
+/// statistics are the BTree's upper level), whatever the number of pages before and after
+/// it. The next page of the listing is served from the page already read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_page_of_a_large_namespace_costs_two_requests_after_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let layout = Layout::Paged { rows_per_page: 512 };
+    let seeding = open(&location, layout).await;
+    let now = seeding.now();
+    let row = |key: String, kind: &str| Row {
+        object_id: key,
+        object_type: kind.into(),
+        location: None,
+        metadata: ObjectMetadata {
+            declared: kind == "table",
+            ..ObjectMetadata::default()
+        },
+        created_at: now,
+        updated_at: now,
+    };
+    let mut rows = Vec::new();
+    // Namespaces on both sides of the big one, so its keys start inside a page.
+    for ns in ["aa", "big", "zz"] {
+        rows.push(row(ns.into(), "namespace"));
+        let tables = if ns == "big" { 5_000 } else { 700 };
+        rows.extend((0..tables).map(|t| row(format!("{ns}$t{t:05}"), "table")));
+    }
+    seeding.import(rows).await.unwrap();
+    let pages = std::fs::read_dir(dir.path().join("__manifest"))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().ends_with(".parquet")
+        })
+        .count();
+    assert!(pages >= 12, "{pages} manifest pages");
+
+    let counting = CountingStore::new(Arc::clone(location.store()));
+    let counter = counting.counter();
+    let fresh = open(&location.with_store(Arc::new(counting)), layout).await;
+    counter.reset();
+    let first = fresh.list_tables(&id("big"), 100, None).await.unwrap();
+    let counts = counter.take();
+    let expected: Vec<ObjectId> = (0..100).map(|t| id(&format!("big$t{t:05}"))).collect();
+    assert_eq!(first.ids, expected);
+    assert!(counts.requests() <= 2, "first page: {counts}");
+    assert_eq!(counts.lists, 1, "first page: {counts}");
+
+    counter.reset();
+    let second = fresh
+        .list_tables(&id("big"), 100, first.next.as_deref())
+        .await
+        .unwrap();
+    let counts = counter.take();
+    let expected: Vec<ObjectId> = (100..200).map(|t| id(&format!("big$t{t:05}"))).collect();
+    assert_eq!(second.ids, expected);
+    assert_eq!(
+        counts.requests(),
+        1,
+        "second page, the refresh alone: {counts}"
+    );
+}
+
+/// Whether the manifest's latest commit took a checkpoint (checked once its background
+/// requests have settled).
+fn checkpoint_at_latest(dir: &std::path::Path) -> bool {
+    let log = dir.join("__manifest/_delta_log");
+    let names: Vec<String> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let latest = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".json")?.parse::<u64>().ok())
+        .max()
+        .unwrap();
+    names
+        .iter()
+        .any(|n| n.starts_with(&format!("{latest:020}.checkpoint")))
+}
+
+/// Every 4th manifest commit starts a background checkpoint; its PUTs (checkpoint, then
+/// hint) would lengthen the next mutation's chain, so a measurement waits them out: until
+/// the store has seen no request for 200 ms (a fixed sleep was too short on a loaded
+/// machine). The replayed latency here is a few milliseconds per request.
+async fn settle_background_checkpoint(counter: &RequestCounter) {
+    for _ in 0..100 {
+        counter.reset();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if counter.take().requests() == 0 {
+            return;
+        }
+    }
+    panic!("the catalog's background requests did not stop within 20 s");
+}
