@@ -1,6 +1,8 @@
 //! The model test with group commit: rounds in which several writers (each its own table
 //! handle, as separate processes would have) append, overwrite partitions, delete
-//! partitions and delete ranges of rows through deletion vectors at once, with faults on their data files, commit PUTs and proposal PUTs,
+//! partitions and delete ranges of rows through deletion vectors (inline, or in files in
+//! half the histories) at once, with faults on their data files, commit PUTs and proposal
+//! PUTs,
 //! checked against a serial model of the table replayed in the order the log names its
 //! writers (each commit's `commitInfo.txnId`, then the `txnId`s it carried):
 //!
@@ -150,6 +152,17 @@ async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
         .with_partition_columns(["part"])
         .with_property("delta.checkpointInterval", "5")
         .with_property("delta.enableDeletionVectors", "true")
+        // Half the histories keep their deletion vectors in files: a committer carries
+        // those only as written, and unites only inline ones.
+        .with_property(
+            tarn::properties::DV_INLINE_THRESHOLD,
+            if seed.is_multiple_of(2) {
+                0
+            } else {
+                tarn::properties::DEFAULT_DV_INLINE_THRESHOLD
+            }
+            .to_string(),
+        )
         .execute()
         .await
         .unwrap();

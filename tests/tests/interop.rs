@@ -517,6 +517,48 @@ async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_del
     assert_every_version_same_through_deltalake(&location, &dir, version, "united DVs").await;
 }
 
+/// A merge-on-read delete whose deletion vector lives in a file, carried in another
+/// writer's commit: the two delete rows of different files, so nothing is united and the
+/// carried `add` keeps the DV file its writer wrote; delta-rs reads every version with
+/// Tarn's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_vectors_in_files_carried_in_a_grouped_commit_read_the_same_through_deltalake() {
+    use tarn::ChangeStrategy;
+
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("grouped_dv_files");
+    // Partitioned by country (id % 5): ids 0 and 1 live in different files, and each
+    // predicate names its partition so neither reads the file the other rewrites.
+    let mut table = tarn_tests::fixtures::country_sales_table(&dir).await;
+    let _ = table
+        .set_properties([
+            ("delta.enableDeletionVectors", "true"),
+            (tarn::properties::DV_INLINE_THRESHOLD, "0"),
+        ])
+        .await
+        .unwrap();
+    let location = table.snapshot().location().clone();
+    let delete = |predicate| delete_write(predicate, ChangeStrategy::MergeOnRead);
+    let version = commit_grouped(
+        &location,
+        delete(col("country").eq(lit("NL")).and(col("id").eq(lit(0i64)))),
+        delete(col("country").eq(lit("FR")).and(col("id").eq(lit(1i64)))),
+    )
+    .await;
+    let actions = tarn_tests::log::actions_at(&location, version).await;
+    let adds: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("add")).collect();
+    assert_eq!(adds.len(), 2, "{actions:?}");
+    assert_ne!(adds[0]["path"], adds[1]["path"]);
+    for add in &adds {
+        assert_eq!(add["deletionVector"]["storageType"], "u", "{add}");
+        assert_eq!(add["deletionVector"]["cardinality"], 1, "{add}");
+    }
+    table.refresh().await.unwrap();
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
+    assert_eq!(ids, (2..100).collect::<Vec<i64>>());
+    assert_every_version_same_through_deltalake(&location, &dir, version, "carried DV files").await;
+}
+
 /// delta-rs reads every version `0..=last` of the table at `dir` with Tarn's rows.
 async fn assert_every_version_same_through_deltalake(
     location: &tarn::StoreLocation,

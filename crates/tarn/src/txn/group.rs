@@ -163,12 +163,11 @@ impl Proposal {
     }
 
     /// Whether another writer can carry this work: no metadata or protocol change (it
-    /// would conflict with every other member), deletion vectors only inline (a committer
-    /// unites them with concurrent ones, but writes no DV file for another writer), and a body
-    /// that reads back as written and that a committer would carry (at most 8 MiB).
-    /// `dvs_carriable` says whether its deletion vectors are all inline
-    /// ([`dv_changes_of`] finds them).
-    pub(crate) fn carriable(&self, dvs_carriable: bool) -> Option<Bytes> {
+    /// would conflict with every other member), and a body that reads back as written and
+    /// that a committer would carry (at most 8 MiB). Deletion vectors in files are carried
+    /// as written; the committer unites only inline ones with concurrent changes
+    /// ([`admit`]).
+    pub(crate) fn carriable(&self) -> Option<Bytes> {
         // Change files make a commit's readers ignore its other actions: a commit that
         // has them carries nothing, and is carried by no one.
         let plain = self.actions.iter().all(|a| {
@@ -177,7 +176,7 @@ impl Proposal {
                 Action::Metadata(_) | Action::Protocol(_) | Action::CommitInfo(_) | Action::Cdc(_)
             )
         });
-        if !plain || self.actions.is_empty() || !dvs_carriable {
+        if !plain || self.actions.is_empty() {
             return None;
         }
         let body = self.encode().ok()?;
@@ -597,7 +596,7 @@ mod tests {
             vec![txn(3)],
             col("id").gt_eq(lit(7i64)).and(col("s").eq(lit("x"))),
         );
-        let body = p.carriable(true).expect("carriable");
+        let body = p.carriable().expect("carriable");
         let back = Proposal::decode(41, &body).unwrap();
         assert_eq!(back.txn_id, "t-1");
         assert_eq!(back.base, 41);
@@ -620,7 +619,7 @@ mod tests {
         let with_feed = vec![txn(1), cdc];
         assert!(
             proposal(with_feed.clone(), col("id").eq(lit(1i64)))
-                .carriable(true)
+                .carriable()
                 .is_none()
         );
         assert!(!may_carry(&with_feed));
@@ -630,25 +629,23 @@ mod tests {
     #[test]
     fn work_only_its_writer_can_finish_is_not_carriable() {
         let plain = || proposal(vec![txn(1)], col("id").eq(lit(1i64)));
-        assert!(plain().carriable(true).is_some());
-        // A deletion vector in a file, which a committer would have to rewrite.
-        assert!(plain().carriable(false).is_none());
+        assert!(plain().carriable().is_some());
         // A commitInfo is the committer's to write.
         let info = member(0, "WRITE", true, &[]).actions.remove(0);
         assert!(
             proposal(vec![info], col("id").eq(lit(1i64)))
-                .carriable(true)
+                .carriable()
                 .is_none()
         );
         // A predicate that JSON cannot hold (NaN) would read back as another one.
         assert!(
             proposal(vec![txn(1)], col("x").lt(lit(f64::NAN)))
-                .carriable(true)
+                .carriable()
                 .is_none()
         );
         assert!(
             proposal(Vec::new(), col("id").eq(lit(1i64)))
-                .carriable(true)
+                .carriable()
                 .is_none()
         );
     }

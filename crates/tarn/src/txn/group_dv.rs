@@ -5,9 +5,12 @@
 //! Within one commit a file then appears once: the first member's `add` takes the united
 //! DV, and later members drop their `remove` and `add` of it.
 //!
-//! A committer writes no DV file for another writer, so only inline DVs are united here;
-//! a proposal whose DVs live in files, or whose united DV would not fit inline or would
-//! delete every row of a file, is left to its own writer (who rebases it alone).
+//! A committer writes no DV file for another writer, so only inline DVs are united here.
+//! A DV that lives in a file is carried as its writer wrote it, as long as nothing needs
+//! uniting with it: a commit after the base or a member before it that changed the same
+//! file makes the proposal conflict here, and it is left to its own writer (who rebases it
+//! alone), as is one whose united DV would not fit inline or would delete every row of a
+//! file.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -35,7 +38,7 @@ pub(crate) fn admit(
     now_ms: i64,
 ) -> Option<Vec<Action>> {
     let mut actions = proposal.actions.to_vec();
-    let mut changes = dv_changes_of(base, &actions)?;
+    let mut changes = dv_changes_of(base, &actions);
     let dv_paths: BTreeSet<String> = changes.iter().map(|c| c.path.clone()).collect();
     for (v, commit) in between {
         let winner = WinningCommit {
@@ -73,9 +76,10 @@ pub(crate) fn admit(
 }
 
 /// The files a proposal changes through inline deletion vectors (a file it removes and adds
-/// back with a DV), as its writer recorded them; `None` when one of them is not inline,
-/// and the proposal is left to its writer.
-pub(crate) fn dv_changes_of(base: &Snapshot, actions: &[Action]) -> Option<Vec<DvChange>> {
+/// back with a DV), as its writer recorded them. A change whose DV, before or after, lives
+/// in a file is not one of them: the conflict checker then finds any concurrent change to
+/// that file a conflict, since only inline rows can be united.
+pub(crate) fn dv_changes_of(base: &Snapshot, actions: &[Action]) -> Vec<DvChange> {
     let location = base.location();
     let removed: HashMap<String, &crate::protocol::Remove> = actions
         .iter()
@@ -91,10 +95,12 @@ pub(crate) fn dv_changes_of(base: &Snapshot, actions: &[Action]) -> Option<Vec<D
         let (Some(remove), Some(dv)) = (removed.get(&path), &add.deletion_vector) else {
             continue;
         };
-        let after = inline_bitmap(dv)?;
         let before = match &remove.deletion_vector {
-            Some(dv) => inline_bitmap(dv)?,
-            None => RoaringTreemap::new(),
+            Some(dv) => inline_bitmap(dv),
+            None => Some(RoaringTreemap::new()),
+        };
+        let (Some(after), Some(before)) = (inline_bitmap(dv), before) else {
+            continue;
         };
         changes.push(DvChange {
             path,
@@ -103,7 +109,7 @@ pub(crate) fn dv_changes_of(base: &Snapshot, actions: &[Action]) -> Option<Vec<D
             physical_rows: physical_rows(add),
         });
     }
-    Some(changes)
+    changes
 }
 
 /// The rows a file holds, deleted ones included (its `numRecords`); unknown reads as

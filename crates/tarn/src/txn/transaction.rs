@@ -13,7 +13,6 @@ use uuid::Uuid;
 use super::checkpoint::maybe_checkpoint;
 use super::commit_info::commit_timestamp;
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
-use super::group_dv;
 use super::outcome::CommitOutcome;
 use super::put::{self, PutOutcome, commits_after, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
@@ -437,7 +436,7 @@ impl Transaction {
                         reads: self.reads.clone(),
                         actions: actions.clone(),
                     }
-                    .carriable(group_dv::dv_changes_of(&base, &actions).is_some())
+                    .carriable()
                 })
                 .flatten();
             // A writer whose proposal is out stands aside: it claims the version, and
