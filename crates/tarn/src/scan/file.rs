@@ -365,7 +365,6 @@ pub(super) async fn read_file(
 }
 
 /// The deletion vector of `add`, loaded and checked, if it has one.
-/// The deletion vector of `add`, if it has one.
 ///
 /// Fails when the vector cannot be read or is corrupt.
 pub(crate) async fn load_deletion_vector_of(
