@@ -15,9 +15,10 @@
 //! Parquet reader built on parquet-mr, Spark from 3.3 (vectorized), arrow-rs (delta-rs,
 //! DataFusion), Arrow C++ (pyarrow, Polars), DuckDB and Trino.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::concat_batches;
 use arrow::datatypes::DataType;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
@@ -27,6 +28,8 @@ use parquet::schema::types::ColumnPath;
 pub(crate) const DATA_PAGE_ROWS: usize = 16 * 1024;
 /// Rows looked at to judge a column's cardinality.
 const SAMPLE_ROWS: usize = 4096;
+/// Most batches looked ahead for a file's sample.
+const AHEAD_BATCHES: usize = 64;
 /// Fewer non-null values than this say too little: the column keeps its dictionary.
 const MIN_SAMPLE_ROWS: usize = 512;
 /// A column whose sample is more distinct than this is written without a dictionary.
@@ -51,7 +54,7 @@ fn base() -> WriterPropertiesBuilder {
 /// the dictionary turned off for top-level columns whose sampled values are mostly
 /// distinct, and those of them that are integers stepping by small amounts
 /// delta-encoded.
-pub(crate) fn file_properties(sample: &RecordBatch) -> WriterProperties {
+fn file_properties(sample: &RecordBatch) -> WriterProperties {
     let mut builder = base();
     for (field, column) in sample.schema().fields().iter().zip(sample.columns()) {
         if distinct_fraction(column.as_ref()).is_some_and(|f| f > PLAIN_ABOVE) {
@@ -63,6 +66,81 @@ pub(crate) fn file_properties(sample: &RecordBatch) -> WriterProperties {
         }
     }
     builder.build()
+}
+
+/// The batches of a write, read with room to look ahead: a file that opens on the last
+/// few rows of a batch (a stream of a few rows at a time, the remainder where a write is
+/// split between encoders) judges its columns by the rows that follow too.
+pub(crate) struct Input<I> {
+    rest: I,
+    ahead: VecDeque<RecordBatch>,
+}
+
+impl<I: Iterator<Item = RecordBatch>> Input<I> {
+    pub(crate) fn new(batches: impl IntoIterator<IntoIter = I>) -> Self {
+        Input {
+            rest: batches.into_iter(),
+            ahead: VecDeque::new(),
+        }
+    }
+
+    /// The next batches, without taking them: up to [`SAMPLE_ROWS`] rows, in at most
+    /// [`AHEAD_BATCHES`] batches.
+    pub(crate) fn peek(&mut self) -> &VecDeque<RecordBatch> {
+        let mut rows: usize = self.ahead.iter().map(RecordBatch::num_rows).sum();
+        while rows < SAMPLE_ROWS && self.ahead.len() < AHEAD_BATCHES {
+            let Some(batch) = self.rest.next() else { break };
+            rows += batch.num_rows();
+            self.ahead.push_back(batch);
+        }
+        &self.ahead
+    }
+}
+
+impl<I: Iterator<Item = RecordBatch>> Iterator for Input<I> {
+    type Item = RecordBatch;
+
+    fn next(&mut self) -> Option<RecordBatch> {
+        self.ahead.pop_front().or_else(|| self.rest.next())
+    }
+}
+
+/// The settings of each file a write opens. A file whose first rows are too few to
+/// judge by takes the settings of the last file judged in the write (its columns are
+/// the same, whatever the partition), or, the first time, is judged by the rows that
+/// follow it as well.
+#[derive(Default)]
+pub(crate) struct FileSettings {
+    last: Option<WriterProperties>,
+}
+
+impl FileSettings {
+    /// The settings of a new file whose first rows are `sample`; `after` gives the rows
+    /// of the same file that follow them, if they are needed.
+    pub(crate) fn of(
+        &mut self,
+        sample: &RecordBatch,
+        after: impl FnOnce() -> Vec<RecordBatch>,
+    ) -> WriterProperties {
+        if sample.num_rows() < SAMPLE_ROWS
+            && let Some(last) = &self.last
+        {
+            return last.clone();
+        }
+        let props = if sample.num_rows() < SAMPLE_ROWS {
+            let mut rows = vec![sample.clone()];
+            rows.extend(after());
+            // A batch of another shape fails the write later; here it only goes unjudged.
+            match concat_batches(&sample.schema(), &rows) {
+                Ok(longer) => file_properties(&longer),
+                Err(_) => file_properties(sample),
+            }
+        } else {
+            file_properties(sample)
+        };
+        self.last = Some(props.clone());
+        props
+    }
 }
 
 /// The size of the first rows of an integer column under `DELTA_BINARY_PACKED`, as a
@@ -273,6 +351,59 @@ mod tests {
         // Too few values to judge, and not an integer.
         assert_eq!(delta_fraction(&consecutive.slice(0, 100)), None);
         assert_eq!(delta_fraction(&StringArray::from(vec!["a"; 4096])), None);
+    }
+
+    fn ids_of(values: impl IntoIterator<Item = i64>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(values))]).unwrap()
+    }
+
+    fn ids(range: std::ops::Range<i64>) -> RecordBatch {
+        ids_of(range)
+    }
+
+    #[test]
+    fn looking_ahead_takes_the_next_batches_without_losing_them() {
+        // A remainder of 192 rows, then batches of 1,024 as a Parquet reader yields them.
+        let mut input = vec![ids(0..192)];
+        input.extend((0..6).map(|i| ids(192 + i * 1024..192 + (i + 1) * 1024)));
+        let mut input = Input::new(input);
+        let first = input.next().unwrap();
+        assert_eq!(first.num_rows(), 192);
+        let ahead: Vec<usize> = input.peek().iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(ahead, vec![1024; 4]);
+        assert_eq!(input.peek().len(), 4, "a second look takes no more");
+        let rest: Vec<RecordBatch> = input.collect();
+        let ids: Vec<i64> = rest
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(ids, (192..192 + 6 * 1024).collect::<Vec<i64>>());
+    }
+
+    #[test]
+    fn a_file_opened_on_a_few_rows_is_judged_by_what_follows_then_by_the_last() {
+        let mut settings = FileSettings::default();
+        // Nothing follows: too few rows to judge, so the defaults.
+        let props = FileSettings::default().of(&ids(0..100), Vec::new);
+        assert_eq!(encoding(&props, "id"), None);
+        assert!(dictionary_enabled(&props, "id"));
+        // What follows is enough.
+        let props = settings.of(&ids(0..100), || vec![ids(100..1100), ids(1100..5000)]);
+        assert_eq!(encoding(&props, "id"), Some(Encoding::DELTA_BINARY_PACKED));
+        // Later small files take the last settings without looking ahead.
+        let props = settings.of(&ids(5000..5100), || panic!("looked ahead"));
+        assert_eq!(encoding(&props, "id"), Some(Encoding::DELTA_BINARY_PACKED));
+        // A file with enough rows of its own is judged by them.
+        let scattered = (0..5000i64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64));
+        let props = settings.of(&ids_of(scattered), || panic!("looked ahead"));
+        assert_eq!(encoding(&props, "id"), None);
+        assert!(!dictionary_enabled(&props, "id"));
     }
 
     #[test]

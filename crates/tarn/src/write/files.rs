@@ -23,7 +23,7 @@ use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
-use super::encoding::file_properties;
+use super::encoding::{FileSettings, Input};
 use super::physical::{physical_schema, relabel};
 use super::upload::{Body, FileSink, UPLOAD_CONCURRENCY, tokio_stream_from};
 
@@ -408,7 +408,9 @@ pub(super) fn encode(
         .collect();
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
     let mut counter = 0usize;
-    for batch in batches {
+    let mut settings = FileSettings::default();
+    let mut input = Input::new(batches);
+    while let Some(batch) = input.next() {
         options.checks.verify(&batch)?;
         for (key, values, part) in
             split_partitions(&batch, partition_columns, &file_struct, &data_schema)?
@@ -433,9 +435,23 @@ pub(super) fn encode(
                             None => None,
                         });
                         let props = options.writer_properties.clone().unwrap_or_else(|| {
-                            file_properties(
-                                &part.slice(offset - len, part.num_rows() + len - offset),
-                            )
+                            let rest = part.slice(offset - len, part.num_rows() + len - offset);
+                            settings.of(&rest, || {
+                                let split = |b| {
+                                    split_partitions(
+                                        b,
+                                        partition_columns,
+                                        &file_struct,
+                                        &data_schema,
+                                    )
+                                };
+                                let after = input.peek().iter().filter_map(|b| split(b).ok());
+                                after
+                                    .flatten()
+                                    .filter(|(k, _, _)| *k == key)
+                                    .map(|(_, _, part)| part)
+                                    .collect()
+                            })
                         });
                         let writer =
                             ArrowWriter::try_new(sink, Arc::clone(&data_schema), Some(props))
