@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::compute::{SortColumn, lexsort_to_indices, partition, take_record_batch};
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
@@ -14,17 +13,16 @@ use object_store::path::Path;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use tarn_store::StoreLocation;
-use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::expr::Scalar;
-use crate::paths::{NULL_PARTITION, hive_escape, uri_encode};
+use crate::paths::uri_encode;
 use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 use crate::stats::stats_json;
 
 use super::encoding::{FileSettings, Input};
-use super::physical::{physical_schema, relabel};
+use super::partitions::{file_name, split_partitions};
+use super::physical::physical_schema;
 use super::upload::{Body, FileSink, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Most rows handed to the Parquet writer at a time.
@@ -556,117 +554,6 @@ fn finish(
         captured,
     }));
     Ok(())
-}
-
-/// `[p1=v1/p2=v2/]part-<n>-<uuid>-c000.snappy.parquet`, or for change data
-/// `_change_data/[p1=v1/]cdc-<n>-<uuid>.c000.snappy.parquet` as Spark names them.
-fn file_name(
-    partition_columns: &[PartitionColumn],
-    key: &[Option<String>],
-    counter: usize,
-    change_data: bool,
-) -> String {
-    let mut path = String::new();
-    if change_data {
-        path.push_str("_change_data/");
-    }
-    for (column, value) in partition_columns.iter().zip(key) {
-        let value = match value {
-            Some(v) => hive_escape(v),
-            None => NULL_PARTITION.to_string(),
-        };
-        path.push_str(&format!("{}={value}/", hive_escape(&column.physical_name)));
-    }
-    let name = match change_data {
-        true => format!("cdc-{counter:05}-{}.c000.snappy.parquet", Uuid::new_v4()),
-        false => format!("part-{counter:05}-{}-c000.snappy.parquet", Uuid::new_v4()),
-    };
-    path.push_str(&name);
-    path
-}
-
-type PartitionGroup = (Vec<Option<String>>, PartitionValues, RecordBatch);
-
-/// Splits a batch (in table schema) into one batch per partition, each without the
-/// partition columns and in the files' physical schema, with the partition's serialized
-/// values.
-fn split_partitions(
-    batch: &RecordBatch,
-    partition_columns: &[PartitionColumn],
-    data_struct: &StructType,
-    data_schema: &SchemaRef,
-) -> Result<Vec<PartitionGroup>> {
-    let data_indices: Vec<Option<usize>> = data_struct
-        .fields
-        .iter()
-        .map(|f| batch.schema().index_of(&f.name).ok())
-        .collect();
-    let project = |b: &RecordBatch| -> Result<RecordBatch> {
-        let columns = data_indices
-            .iter()
-            .zip(data_schema.fields())
-            .map(|(i, field)| match i {
-                Some(i) => relabel(b.column(*i), field.data_type()),
-                // Only hidden columns may be missing: the batch was conformed.
-                None => Ok(arrow::array::new_null_array(
-                    field.data_type(),
-                    b.num_rows(),
-                )),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        RecordBatch::try_new_with_options(
-            Arc::clone(data_schema),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(b.num_rows())),
-        )
-        .map_err(Error::arrow("splitting partitions"))
-    };
-    if partition_columns.is_empty() {
-        return Ok(vec![(Vec::new(), PartitionValues::new(), project(batch)?)]);
-    }
-    let keys: Vec<ArrayRef> = partition_columns
-        .iter()
-        .map(|p| {
-            batch
-                .column_by_name(&p.name)
-                .cloned()
-                .ok_or_else(|| Error::SchemaMismatch {
-                    reason: format!("the batch lacks partition column {:?}", p.name),
-                })
-        })
-        .collect::<Result<_>>()?;
-    let sort: Vec<SortColumn> = keys
-        .iter()
-        .map(|values| SortColumn {
-            values: Arc::clone(values),
-            options: None,
-        })
-        .collect();
-    let indices = lexsort_to_indices(&sort, None).map_err(Error::arrow("sorting by partition"))?;
-    let sorted =
-        take_record_batch(batch, &indices).map_err(Error::arrow("sorting by partition"))?;
-    let sorted_keys: Vec<ArrayRef> = partition_columns
-        .iter()
-        .filter_map(|p| sorted.column_by_name(&p.name).cloned())
-        .collect();
-    let ranges = partition(&sorted_keys).map_err(Error::arrow("splitting partitions"))?;
-    let mut groups = Vec::new();
-    for range in ranges.ranges() {
-        let part = sorted.slice(range.start, range.end - range.start);
-        let mut key = Vec::with_capacity(partition_columns.len());
-        let mut values = PartitionValues::new();
-        for (column, array) in partition_columns.iter().zip(&sorted_keys) {
-            let value = Scalar::from_array(array.as_ref(), range.start, column.data_type)
-                .unwrap_or(Scalar::Null)
-                .to_partition_string()
-                // Spark writes an empty string partition as null.
-                .filter(|s| !s.is_empty());
-            key.push(value.clone());
-            values.insert(column.physical_name.clone(), value);
-        }
-        groups.push((key, values, project(&part)?));
-    }
-    Ok(groups)
 }
 
 #[cfg(test)]

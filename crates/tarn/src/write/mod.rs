@@ -10,6 +10,7 @@ mod files;
 mod generated;
 mod identity;
 mod low_level;
+mod partitions;
 mod physical;
 mod stream;
 mod upload;
