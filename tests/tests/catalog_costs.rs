@@ -159,6 +159,87 @@ async fn the_first_page_of_a_large_namespace_costs_two_requests_after_open() {
     );
 }
 
+/// A fold of a small page whose keys lie far apart (an import of names in the first and
+/// the last namespace) reads the base pages those keys go to, not every base page between
+/// them: in a 1M-entry catalog such a page spans hundreds of pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fold_reads_only_the_base_pages_its_keys_go_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let layout = Layout::Paged { rows_per_page: 16 };
+    let seeding = open(&location, layout).await;
+    let now = seeding.now();
+    let row = |key: String, kind: &str| Row {
+        object_id: key,
+        object_type: kind.into(),
+        location: None,
+        metadata: ObjectMetadata {
+            declared: kind == "table",
+            ..ObjectMetadata::default()
+        },
+        created_at: now,
+        updated_at: now,
+    };
+    // 40 namespaces of 15 tables: 40 base pages of 16 rows.
+    let mut rows = Vec::new();
+    for ns in 0..40 {
+        rows.push(row(format!("ns{ns:02}"), "namespace"));
+        rows.extend((0..15).map(|t| row(format!("ns{ns:02}$t{t:02}"), "table")));
+    }
+    seeding.import(rows).await.unwrap();
+    // One small page spanning them all.
+    let far = vec![row("ns00$r".into(), "table"), row("ns39$r".into(), "table")];
+    seeding.import(far).await.unwrap();
+    let spanning = |adds: &[tarn::protocol::Add]| {
+        adds.iter().any(|add| {
+            let stats = add.stats.as_ref().unwrap().json();
+            stats.contains(r#""object_id":"ns00$r""#) && stats.contains(r#""object_id":"ns39$r""#)
+        })
+    };
+    let manifest = format!("{}/__manifest", dir.path().to_str().unwrap());
+    let pages: Vec<_> = tarn::Table::open(&manifest)
+        .await
+        .unwrap()
+        .snapshot()
+        .files()
+        .cloned()
+        .collect();
+    assert!(pages.len() >= 41, "{} pages", pages.len());
+    assert!(spanning(&pages), "the import made no spanning page");
+
+    let counting = CountingStore::new(Arc::clone(location.store()));
+    let counter = counting.counter();
+    let fresh = open(&location.with_store(Arc::new(counting)), layout).await;
+    // New names, a commit each, until a fold takes the spanning page's rows (every handle
+    // folds by its 16th small page).
+    let mut most = 0;
+    for n in 0..20 {
+        settle_background_checkpoint(&counter).await;
+        counter.reset();
+        let meta = ObjectMetadata::default();
+        fresh
+            .create_namespace(&id(&format!("zz{n:02}")), meta, false)
+            .await
+            .unwrap();
+        most = most.max(counter.take().gets);
+    }
+    let pages: Vec<_> = tarn::Table::open(&manifest)
+        .await
+        .unwrap()
+        .snapshot()
+        .files()
+        .cloned()
+        .collect();
+    assert!(!spanning(&pages), "no fold took the spanning page");
+    // The fold reads the small pages it has not written itself and the two base pages the
+    // far keys go to (and the last, where the new names go); the 37 between are not read.
+    assert!(most <= 12, "a create read {most} objects");
+    assert!(fresh.namespace_exists(&id("zz19")).await.unwrap());
+    let listed = fresh.list_tables(&id("ns39"), 100, None).await.unwrap().ids;
+    assert_eq!(listed.len(), 16);
+    assert_eq!(listed[0], id("ns39$r"));
+}
+
 /// Whether the manifest's latest commit took a checkpoint (checked once its background
 /// requests have settled).
 fn checkpoint_at_latest(dir: &std::path::Path) -> bool {

@@ -460,16 +460,20 @@ async fn load(
             .filter(|p| !p.is_small(layout))
             .cloned()
             .collect();
-        for &i in &small {
+        // The small pages are read first, so a fold loads the base pages their keys go to
+        // (as `View::compact` picks them), not every base page their key ranges span: a
+        // small page of names from every namespace spans nearly the whole manifest.
+        let reads: Vec<_> = small
+            .iter()
+            .map(|&i| spawn_page(&cache, &snapshot, &pages[i].add))
+            .collect();
+        for (&i, read) in small.iter().zip(reads) {
             wanted.push(i);
-            let (min, max) = (&pages[i].min, &pages[i].max);
-            let mut targets: Vec<&Page> = bases
-                .iter()
-                .filter(|b| b.max.as_str() >= min.as_str() && b.min.as_str() <= max.as_str())
-                .collect();
-            targets.extend(pages_for_key(&bases, min));
-            targets.extend(pages_for_key(&bases, max));
-            wanted.extend(targets.into_iter().filter_map(&position));
+            let rows = read.await.map_err(|_| CatalogError::Stopped)??;
+            for row in rows.rows.iter() {
+                let target = pages_for_key(&bases, &row.object_id).into_iter().next();
+                wanted.extend(target.and_then(&position));
+            }
         }
     }
     wanted.sort_unstable();
