@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use arrow::datatypes::{DataType, Field, Schema};
 use tarn::StoreLocation;
+use tarn_catalog::manifest::Row;
 use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
 
 /// The id `text` names (`$` between nested names); panics on an invalid one.
@@ -42,4 +43,20 @@ pub async fn open(location: &StoreLocation, layout: Layout) -> Catalog {
     .unwrap();
     catalog.snapshot().await.unwrap();
     catalog
+}
+
+/// A manifest row for [`Catalog::import`]: a namespace, or a declared table (`kind`
+/// "table"), created and updated at `now` (microseconds).
+pub fn import_row(key: String, kind: &str, now: i64) -> Row {
+    Row {
+        object_id: key,
+        object_type: kind.into(),
+        location: None,
+        metadata: ObjectMetadata {
+            declared: kind == "table",
+            ..ObjectMetadata::default()
+        },
+        created_at: now,
+        updated_at: now,
+    }
 }

@@ -8,10 +8,9 @@
 use std::sync::Arc;
 
 use object_store::ObjectStore;
-use tarn_catalog::manifest::Row;
 use tarn_catalog::{CatalogError, Layout, ObjectId, ObjectMetadata};
 use tarn_store::{CountingStore, LatencyProfile, LatencyStore, RequestCounter};
-use tarn_tests::catalog::{id, open, props, schema};
+use tarn_tests::catalog::{id, import_row, open, props, schema};
 
 /// A mutation on a warm handle waits on two round trips: its page (and a new table's
 /// version 0, written beside it), then the commit.
@@ -105,17 +104,7 @@ async fn the_first_page_of_a_large_namespace_costs_two_requests_after_open() {
     let layout = Layout::Paged { rows_per_page: 512 };
     let seeding = open(&location, layout).await;
     let now = seeding.now();
-    let row = |key: String, kind: &str| Row {
-        object_id: key,
-        object_type: kind.into(),
-        location: None,
-        metadata: ObjectMetadata {
-            declared: kind == "table",
-            ..ObjectMetadata::default()
-        },
-        created_at: now,
-        updated_at: now,
-    };
+    let row = |key: String, kind: &str| import_row(key, kind, now);
     let mut rows = Vec::new();
     // Namespaces on both sides of the big one, so its keys start inside a page.
     for ns in ["aa", "big", "zz"] {
@@ -169,17 +158,7 @@ async fn a_fold_reads_only_the_base_pages_its_keys_go_to() {
     let layout = Layout::Paged { rows_per_page: 16 };
     let seeding = open(&location, layout).await;
     let now = seeding.now();
-    let row = |key: String, kind: &str| Row {
-        object_id: key,
-        object_type: kind.into(),
-        location: None,
-        metadata: ObjectMetadata {
-            declared: kind == "table",
-            ..ObjectMetadata::default()
-        },
-        created_at: now,
-        updated_at: now,
-    };
+    let row = |key: String, kind: &str| import_row(key, kind, now);
     // 40 namespaces of 15 tables: 40 base pages of 16 rows.
     let mut rows = Vec::new();
     for ns in 0..40 {
