@@ -18,8 +18,8 @@
 use std::collections::{HashSet, VecDeque};
 
 use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::compute::concat_batches;
-use arrow::datatypes::DataType;
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{DataType, Int32Type, Int64Type};
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
@@ -122,12 +122,11 @@ impl FileSettings {
         sample: &RecordBatch,
         after: impl FnOnce() -> Vec<RecordBatch>,
     ) -> WriterProperties {
-        if sample.num_rows() < SAMPLE_ROWS
-            && let Some(last) = &self.last
-        {
+        let props = if sample.num_rows() >= SAMPLE_ROWS {
+            file_properties(sample)
+        } else if let Some(last) = &self.last {
             return last.clone();
-        }
-        let props = if sample.num_rows() < SAMPLE_ROWS {
+        } else {
             let mut rows = vec![sample.clone()];
             rows.extend(after());
             // A batch of another shape fails the write later; here it only goes unjudged.
@@ -135,8 +134,6 @@ impl FileSettings {
                 Ok(longer) => file_properties(&longer),
                 Err(_) => file_properties(sample),
             }
-        } else {
-            file_properties(sample)
         };
         self.last = Some(props.clone());
         props
@@ -148,35 +145,23 @@ impl FileSettings {
 /// its deltas), over the values' width. `None` for other types, and for integer types
 /// Arrow does not write as a Parquet INT32 or INT64 of its own width.
 fn delta_fraction(array: &dyn Array) -> Option<f64> {
-    let width: u64 = match array.data_type() {
-        DataType::Int32 | DataType::Date32 => 32,
-        DataType::Int64 | DataType::Timestamp(_, _) => 64,
+    let array = array.slice(0, array.len().min(SAMPLE_ROWS));
+    // Dates and timestamps are written as the integers they hold.
+    let (width, values): (u64, Vec<i64>) = match array.data_type() {
+        DataType::Int32 | DataType::Date32 => {
+            let ints = cast(&array, &DataType::Int32).ok()?;
+            let ints = ints.as_primitive::<Int32Type>().iter().flatten();
+            (32, ints.map(i64::from).collect())
+        }
+        DataType::Int64 | DataType::Timestamp(_, _) => {
+            let ints = cast(&array, &DataType::Int64).ok()?;
+            (
+                64,
+                ints.as_primitive::<Int64Type>().iter().flatten().collect(),
+            )
+        }
         _ => return None,
     };
-    let array = array.slice(0, array.len().min(SAMPLE_ROWS));
-    let data = array.to_data();
-    let size = (width / 8) as usize;
-    let start = data.offset() * size;
-    let bytes = data
-        .buffers()
-        .first()?
-        .as_slice()
-        .get(start..start + array.len() * size)?;
-    let value = |raw: &[u8]| -> i64 {
-        let mut le = [0u8; 8];
-        le[..raw.len()].copy_from_slice(raw);
-        // Sign-extend a 32-bit value.
-        let shift = 64 - 8 * raw.len() as u32;
-        i64::from_le_bytes(le)
-            .wrapping_shl(shift)
-            .wrapping_shr(shift)
-    };
-    let values: Vec<i64> = bytes
-        .chunks_exact(size)
-        .enumerate()
-        .filter(|(i, _)| array.is_valid(*i))
-        .map(|(_, raw)| value(raw))
-        .collect();
     if values.len() < MIN_SAMPLE_ROWS {
         return None;
     }
