@@ -219,6 +219,47 @@ async fn a_fold_reads_only_the_base_pages_its_keys_go_to() {
     assert_eq!(listed[0], id("ns39$r"));
 }
 
+/// A drop of a name that lives in a small page the handle holds reads no other page: the
+/// base page whose key range spans the name cannot hold it too. In a 1M-entry catalog,
+/// where the names a drop acts on sit in a small page spanning many base pages, reading
+/// them cost a round trip on most drops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_in_a_held_small_page_reads_no_base_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let layout = Layout::Paged { rows_per_page: 16 };
+    let seeding = open(&location, layout).await;
+    let now = seeding.now();
+    let row = |key: &str, kind: &str| import_row(key.to_string(), kind, now);
+    let mut rows = Vec::new();
+    for ns in 0..4 {
+        rows.push(row(&format!("ns{ns}"), "namespace"));
+        rows.extend((0..15).map(|t| row(&format!("ns{ns}$t{t:02}"), "table")));
+    }
+    seeding.import(rows).await.unwrap();
+    // A small page of three names, in the key ranges of two base pages.
+    let names = ["ns1$d0", "ns1$d1", "ns2$d0"];
+    seeding
+        .import(names.iter().map(|k| row(k, "table")).collect())
+        .await
+        .unwrap();
+
+    let counting = CountingStore::new(Arc::clone(location.store()));
+    let counter = counting.counter();
+    let fresh = open(&location.with_store(Arc::new(counting)), layout).await;
+    // The first drop reads the small page (and the base page beside it).
+    fresh.drop_table(&id("ns1$d0"), false).await.unwrap();
+    settle_background_checkpoint(&counter).await;
+    counter.reset();
+    fresh.drop_table(&id("ns2$d0"), false).await.unwrap();
+    let counts = counter.take();
+    assert_eq!(counts.gets, 0, "the second drop read a page: {counts}");
+    assert!(!fresh.table_exists(&id("ns2$d0")).await.unwrap());
+    assert!(fresh.table_exists(&id("ns1$d1")).await.unwrap());
+    let listed = fresh.list_tables(&id("ns2"), 100, None).await.unwrap().ids;
+    assert_eq!(listed.len(), 15, "{listed:?}");
+}
+
 /// Whether the manifest's latest commit took a checkpoint (checked once its background
 /// requests have settled).
 fn checkpoint_at_latest(dir: &std::path::Path) -> bool {

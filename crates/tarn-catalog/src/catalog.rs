@@ -202,7 +202,7 @@ impl Catalog {
             .map(|page| self.inner.pages.rows(snapshot, &page.add));
         for rows in futures::future::try_join_all(reads).await? {
             if let Ok(i) = rows.binary_search_by(|r| r.object_id.as_str().cmp(key)) {
-                return Ok(Some(rows[i].clone()));
+                return Ok(Some(Row::clone(&rows[i])));
             }
         }
         Ok(None)

@@ -7,7 +7,6 @@
 //! conflict Tarn's checker reports; the batch then re-reads the manifest and runs again,
 //! and each operation decides anew (a create finds the name taken, a drop finds it gone).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,12 +14,14 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use tarn::expr::{col, lit};
-use tarn::{Error as TarnError, Snapshot, Table};
+use tarn::{Error as TarnError, Table};
 
 use crate::catalog::{COMPACT_AT, Stats};
 use crate::error::{CatalogError, Result};
 use crate::manifest::{Row, batch_of};
-use crate::pages::{Layout, Page, PageCache, PageRows, pages, pages_for_key, split};
+use crate::pages::{Layout, PageCache, PageRows, split};
+pub(crate) use crate::view::{Gate, Needs, View};
+use crate::view::{deleted_positions, load, rows_in};
 
 /// Times a batch re-reads the manifest after a conflict before giving up. Writers that
 /// all change one page (drops in a small catalog) win one at a time, so under hundreds of
@@ -79,191 +80,6 @@ fn draw() -> f64 {
     (random % 1_000_000) as f64 / 1_000_000.0
 }
 
-/// Work an operation started that the batch's commit must wait for (a new table's
-/// version 0, so that its entry never points at nothing); it runs while the batch
-/// writes its pages.
-pub(crate) type Gate = tokio::task::JoinHandle<Result<()>>;
-
-/// What an operation reads: exact keys, and key ranges `[from, to)`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Needs {
-    pub(crate) keys: Vec<String>,
-    pub(crate) ranges: Vec<(String, String)>,
-}
-
-/// The rows of the pages a batch loaded, and the edits of its operations so far.
-#[derive(Debug)]
-pub(crate) struct View {
-    /// Every loaded row by key, edits applied; `None` for a deleted key.
-    rows: BTreeMap<String, Option<Row>>,
-    /// The page each key lives in (an index into `loaded`), or `None` for a new page.
-    home: HashMap<String, Option<usize>>,
-    /// How many keys each loaded page is home to.
-    homed: HashMap<usize, usize>,
-    loaded: Vec<Page>,
-    pages: Vec<Page>,
-    /// The position of each loaded key in its page's file.
-    positions: HashMap<String, u64>,
-    dirty: BTreeSet<Option<usize>>,
-    /// Dirty pages whose rows change other than by deletion: they are rewritten, where a
-    /// page that only loses rows takes a deletion vector.
-    rewrites: BTreeSet<Option<usize>>,
-    /// Pages the operations edited rows of (a compaction's moves are not theirs).
-    edited: BTreeSet<Option<usize>>,
-    /// Pages a compaction moved rows out of or into.
-    moved: BTreeSet<Option<usize>>,
-    /// Microseconds since the epoch, for created_at / updated_at.
-    pub(crate) now_us: i64,
-    layout: Layout,
-    /// Other writers committed while this handle's last batch ran: a page losing rows
-    /// takes a deletion vector however many it loses, since rewriting it would fail
-    /// every writer deleting other rows of it meanwhile (a fold cleans it up later).
-    crowded: bool,
-    /// The operation running now (an index into the batch).
-    current: usize,
-    /// Gates the operations started, by operation.
-    gates: Vec<(usize, Gate)>,
-}
-
-impl View {
-    /// The row of `key`, if it exists.
-    pub(crate) fn get(&self, key: &str) -> Option<&Row> {
-        self.rows.get(key).and_then(Option::as_ref)
-    }
-
-    /// The rows whose keys are in `[from, to)`, in key order.
-    pub(crate) fn range(&self, from: &str, to: &str) -> Vec<&Row> {
-        self.rows
-            .range(from.to_string()..to.to_string())
-            .filter_map(|(_, r)| r.as_ref())
-            .collect()
-    }
-
-    /// Makes the batch's commit wait for `gate`; when it fails, the running operation
-    /// fails with its error and the batch commits without it.
-    pub(crate) fn commit_after(&mut self, gate: Gate) {
-        self.gates.push((self.current, gate));
-    }
-
-    /// Inserts or replaces a row.
-    pub(crate) fn put(&mut self, row: Row) {
-        let key = row.object_id.clone();
-        let page = match self.home.get(&key) {
-            Some(page) => *page,
-            None => {
-                let page = self
-                    .page_of(&key)
-                    .or_else(|| self.small_page_being_rewritten());
-                self.set_home(key.clone(), page);
-                page
-            }
-        };
-        self.dirty.insert(page);
-        self.rewrites.insert(page);
-        self.edited.insert(page);
-        self.rows.insert(key, Some(row));
-    }
-
-    /// Deletes a row.
-    pub(crate) fn delete(&mut self, key: &str) {
-        if let Some(page) = self.home.get(key).copied() {
-            self.dirty.insert(page);
-            self.edited.insert(page);
-            self.rows.insert(key.to_string(), None);
-        }
-    }
-
-    /// The loaded page a new key goes into: in the paged layout none (new keys go to a
-    /// new file, or to a small page the batch rewrites anyway, so writers adding
-    /// different keys never rewrite the same page); in the full-rewrite layout the one
-    /// file.
-    fn page_of(&self, key: &str) -> Option<usize> {
-        if self.layout != Layout::FullRewrite {
-            return None;
-        }
-        let target = pages_for_key(&self.pages, key)
-            .first()
-            .map(|p| p.add.path.clone())?;
-        self.loaded.iter().position(|p| p.add.path == target)
-    }
-
-    /// Records that `key` lives in `page` (`None`: a new file).
-    fn set_home(&mut self, key: String, page: Option<usize>) {
-        if let Some(Some(old)) = self.home.insert(key, page)
-            && let Some(n) = self.homed.get_mut(&old)
-        {
-            *n = n.saturating_sub(1);
-        }
-        if let Some(page) = page {
-            *self.homed.entry(page).or_default() += 1;
-        }
-    }
-
-    /// A loaded small page this batch rewrites anyway, that is home to keys (so it is not
-    /// being folded away) and stays small with one more: a new key goes there rather than into a file of its own
-    /// (a rename writes one page, not two). Small pages may overlap any other, and no
-    /// other writer's new keys go into a page they would not rewrite anyway.
-    fn small_page_being_rewritten(&self) -> Option<usize> {
-        let Layout::Paged { rows_per_page } = self.layout else {
-            return None;
-        };
-        let limit = (rows_per_page / 4).max(2);
-        self.rewrites.iter().flatten().copied().find(|&i| {
-            let homed = self.homed.get(&i).copied().unwrap_or(0);
-            // A fold's target stays a file of moved rows only.
-            let folding_into = self.moved.contains(&Some(i));
-            self.loaded[i].is_small(self.layout) && homed > 0 && homed + 1 < limit && !folding_into
-        })
-    }
-
-    /// Moves the rows of the loaded small pages into the loaded base pages their keys
-    /// belong to (or, when there is none, into the largest small page), so the small
-    /// pages go. The operations' new keys never join a page rows are moved into, so a
-    /// fold stays a move.
-    fn compact(&mut self) {
-        let small: BTreeSet<usize> = (0..self.loaded.len())
-            .filter(|i| self.loaded[*i].is_small(self.layout))
-            .collect();
-        let largest = small.iter().copied().max_by_key(|i| {
-            (
-                self.homed.get(i).copied().unwrap_or(0),
-                std::cmp::Reverse(*i),
-            )
-        });
-        let bases: Vec<Page> = self
-            .pages
-            .iter()
-            .filter(|p| !p.is_small(self.layout))
-            .cloned()
-            .collect();
-        let moves: Vec<(String, usize, Option<usize>)> = self
-            .home
-            .iter()
-            .filter_map(|(key, home)| {
-                let from = (*home).filter(|h| small.contains(h))?;
-                let target = pages_for_key(&bases, key)
-                    .first()
-                    .map(|p| p.add.path.clone());
-                let to = match target {
-                    Some(t) => self.loaded.iter().position(|p| p.add.path == t),
-                    None => largest,
-                };
-                (to != Some(from)).then(|| (key.clone(), from, to))
-            })
-            .collect();
-        for (key, from, to) in moves {
-            self.dirty.extend([Some(from), to]);
-            self.rewrites.extend([Some(from), to]);
-            self.moved.extend([Some(from), to]);
-            self.set_home(key, to);
-        }
-    }
-
-    fn is_dirty(&self) -> bool {
-        !self.dirty.is_empty()
-    }
-}
-
 /// One operation of a batch: what it reads, and what it does on the view.
 pub(crate) struct Op {
     pub(crate) needs: Needs,
@@ -310,10 +126,14 @@ pub(crate) async fn run_batch(
             needs.clone(),
             clock.now_ms() * 1000,
             layout,
-            Folding {
-                at: compact_at,
-                crowd,
-                draw: fold_draw,
+            crowd.is_some_and(|c| c > 0),
+            move |small| {
+                Folding {
+                    at: compact_at,
+                    crowd,
+                    draw: fold_draw,
+                }
+                .folds(small)
             },
         )
         .boxed()
@@ -417,114 +237,13 @@ fn with_gate_errors(
     results
 }
 
-/// Loads the pages the operations need into a view: the pages that may hold their keys
-/// (in the full-rewrite layout, the page a new key goes into), the pages overlapping their
-/// ranges, and, when the manifest holds more than `compact_at` small pages, those and the
-/// base pages their keys belong to, with the small pages' rows moved into them.
-async fn load(
-    snapshot: Snapshot,
-    cache: Arc<PageCache>,
-    needs: Vec<Needs>,
-    now_us: i64,
-    layout: Layout,
-    folding: Folding,
-) -> Result<View> {
-    let pages = pages(&snapshot);
-    let position = |page: &Page| pages.iter().position(|q| q.add.path == page.add.path);
-    let mut wanted: Vec<usize> = Vec::new();
-    for need in &needs {
-        for key in &need.keys {
-            let found = pages_for_key(&pages, key);
-            let holding = found
-                .iter()
-                .filter(|p| p.covers(key) || layout == Layout::FullRewrite);
-            wanted.extend(holding.filter_map(|p| position(p)));
-        }
-        for (from, to) in &need.ranges {
-            wanted.extend(
-                pages
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.overlaps(from, to))
-                    .map(|(i, _)| i),
-            );
-        }
-    }
-    let small: Vec<usize> = (0..pages.len())
-        .filter(|i| pages[*i].is_small(layout))
-        .collect();
-    let compact = folding.folds(small.len());
-    if compact {
-        let bases: Vec<Page> = pages
-            .iter()
-            .filter(|p| !p.is_small(layout))
-            .cloned()
-            .collect();
-        // The small pages are read first, so a fold loads the base pages their keys go to
-        // (as `View::compact` picks them), not every base page their key ranges span: a
-        // small page of names from every namespace spans nearly the whole manifest.
-        let reads: Vec<_> = small
-            .iter()
-            .map(|&i| spawn_page(&cache, &snapshot, &pages[i].add))
-            .collect();
-        for (&i, read) in small.iter().zip(reads) {
-            wanted.push(i);
-            let rows = read.await.map_err(|_| CatalogError::Stopped)??;
-            for row in rows.rows.iter() {
-                let target = pages_for_key(&bases, &row.object_id).into_iter().next();
-                wanted.extend(target.and_then(&position));
-            }
-        }
-    }
-    wanted.sort_unstable();
-    wanted.dedup();
-    let loaded: Vec<Page> = wanted.iter().map(|i| pages[*i].clone()).collect();
-    // Spawned, so the reads run at once.
-    let mut reads = Vec::with_capacity(loaded.len());
-    for page in &loaded {
-        reads.push(spawn_page(&cache, &snapshot, &page.add));
-    }
-    let mut contents = Vec::with_capacity(reads.len());
-    for read in reads {
-        contents.push(read.await.map_err(|_| CatalogError::Stopped)??);
-    }
-    let mut view = View {
-        rows: BTreeMap::new(),
-        home: HashMap::new(),
-        homed: HashMap::new(),
-        loaded,
-        pages,
-        positions: HashMap::new(),
-        dirty: BTreeSet::new(),
-        rewrites: BTreeSet::new(),
-        edited: BTreeSet::new(),
-        moved: BTreeSet::new(),
-        now_us,
-        layout,
-        crowded: folding.crowd.is_some_and(|c| c > 0),
-        current: 0,
-        gates: Vec::new(),
-    };
-    for (i, page) in contents.iter().enumerate() {
-        for (row, position) in page.rows.iter().zip(page.positions.iter()) {
-            view.set_home(row.object_id.clone(), Some(i));
-            view.positions.insert(row.object_id.clone(), *position);
-            view.rows.insert(row.object_id.clone(), Some(row.clone()));
-        }
-    }
-    if compact {
-        view.compact();
-    }
-    Ok(view)
-}
-
 /// The transaction rewriting the dirty pages of a view, and the new pages' paths and rows.
 async fn prepare(
     table: &Table,
     view: &mut View,
     needs: &[Needs],
     layout: Layout,
-) -> Result<(tarn::Transaction, Vec<(String, Arc<Vec<Row>>)>)> {
+) -> Result<(tarn::Transaction, Vec<(String, Arc<Vec<Arc<Row>>>)>)> {
     let rows_per_page = layout.rows_per_page();
     let mut txn = table
         .transaction()
@@ -550,7 +269,7 @@ async fn prepare(
     // small ones the next compaction folds into the base pages.
     let now_ms = view.now_us / 1000;
     let mut batches = Vec::new();
-    let mut written: Vec<Arc<Vec<Row>>> = Vec::new();
+    let mut written: Vec<Arc<Vec<Arc<Row>>>> = Vec::new();
     // A compaction whose pages no operation edited only moves rows: its files go in as
     // `dataChange: false`, so writers that merely read the folded pages (a create checking
     // its name is free) keep their reads instead of conflicting.
@@ -601,48 +320,6 @@ async fn prepare(
     txn.mark_rearranged(rearranged.iter().map(String::as_str));
     let written = adds.into_iter().map(|a| a.path).zip(written).collect();
     Ok((txn, written))
-}
-
-/// Reads a page on a task of its own (owning what it needs, so the caller's future holds
-/// no borrow of the cache or snapshot across the await).
-fn spawn_page(
-    cache: &Arc<PageCache>,
-    snapshot: &Snapshot,
-    add: &tarn::protocol::Add,
-) -> tokio::task::JoinHandle<Result<PageRows>> {
-    let (cache, snapshot, add) = (Arc::clone(cache), snapshot.clone(), add.clone());
-    tokio::spawn(async move { cache.live(&snapshot, &add).await })
-}
-
-/// The positions of the rows page `i` of the view lost, when a deletion vector should take
-/// them: the page keeps at least half its rows, or loses all of them, or other writers
-/// are changing the manifest too.
-fn deleted_positions(view: &View, i: usize) -> Option<Vec<u64>> {
-    let mut gone: Vec<u64> = view
-        .home
-        .iter()
-        .filter(|(key, home)| **home == Some(i) && matches!(view.rows.get(*key), Some(None)))
-        .filter_map(|(key, _)| view.positions.get(key).copied())
-        .collect();
-    gone.sort_unstable();
-    let add = &view.loaded[i].add;
-    let physical = add.stats.as_ref().and_then(|s| s.num_records())?;
-    let before = add
-        .deletion_vector
-        .as_ref()
-        .map_or(0, |dv| u64::try_from(dv.cardinality).unwrap_or(0));
-    let after = before + gone.len() as u64;
-    let takes_dv = view.crowded || after * 2 <= physical || after == physical;
-    (!gone.is_empty() && takes_dv).then_some(gone)
-}
-
-/// The live rows of one page of the view (`None`: rows new to the catalog).
-fn rows_in(view: &View, page: Option<usize>) -> Vec<Row> {
-    view.rows
-        .iter()
-        .filter(|(k, _)| view.home.get(*k).copied() == Some(page))
-        .filter_map(|(_, r)| r.clone())
-        .collect()
 }
 
 #[cfg(test)]

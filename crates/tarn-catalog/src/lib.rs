@@ -36,6 +36,7 @@ pub mod manifest;
 mod names;
 mod pages;
 mod reads;
+mod view;
 mod writes;
 
 pub use catalog::{Catalog, CatalogOptions, CatalogStats, NamespaceInfo, TableInfo};

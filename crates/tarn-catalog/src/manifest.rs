@@ -120,7 +120,8 @@ pub fn rows_of(batch: &RecordBatch) -> Result<Vec<Row>> {
 /// Rows as one manifest batch, in the order given.
 ///
 /// Fails with [`CatalogError::InvalidManifest`] if metadata cannot be encoded.
-pub fn batch_of(rows: &[Row]) -> Result<RecordBatch> {
+pub fn batch_of<R: std::borrow::Borrow<Row>>(rows: &[R]) -> Result<RecordBatch> {
+    let rows: Vec<&Row> = rows.iter().map(R::borrow).collect();
     let metadata = rows
         .iter()
         .map(|r| serde_json::to_string(&r.metadata).map(Some))

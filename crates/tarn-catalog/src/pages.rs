@@ -145,10 +145,11 @@ pub(crate) struct PageCache {
     entries: Mutex<Held>,
 }
 
-/// A page's rows, sorted by key, with each one's position in its file.
+/// A page's rows, sorted by key, with each one's position in its file. Rows are shared, so
+/// that a page's live rows (a new deletion vector on every drop) cost no copy of them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PageRows {
-    pub(crate) rows: Arc<Vec<Row>>,
+    pub(crate) rows: Arc<Vec<Arc<Row>>>,
     pub(crate) positions: Arc<Vec<u64>>,
 }
 
@@ -162,7 +163,7 @@ impl PageCache {
     /// The live rows of a page (those its deletion vector does not mark), sorted by key.
     ///
     /// Fails when the file or its DV cannot be read, or it does not hold manifest rows.
-    pub(crate) async fn rows(&self, snapshot: &Snapshot, add: &Add) -> Result<Arc<Vec<Row>>> {
+    pub(crate) async fn rows(&self, snapshot: &Snapshot, add: &Add) -> Result<Arc<Vec<Arc<Row>>>> {
         Ok(self.live(snapshot, add).await?.rows)
     }
 
@@ -185,10 +186,13 @@ impl PageCache {
                 whole.deletion_vector = None;
                 let (batch, positions) =
                     futures::FutureExt::boxed(snapshot.read_file_positions(&whole)).await?;
-                let mut pairs: Vec<(Row, u64)> =
-                    rows_of(&batch)?.into_iter().zip(positions).collect();
+                let mut pairs: Vec<(Arc<Row>, u64)> = rows_of(&batch)?
+                    .into_iter()
+                    .map(Arc::new)
+                    .zip(positions)
+                    .collect();
                 pairs.sort_by(|a, b| a.0.object_id.cmp(&b.0.object_id));
-                let (rows, positions): (Vec<Row>, Vec<u64>) = pairs.into_iter().unzip();
+                let (rows, positions): (Vec<Arc<Row>>, Vec<u64>) = pairs.into_iter().unzip();
                 let all = PageRows {
                     rows: Arc::new(rows),
                     positions: Arc::new(positions),
@@ -201,16 +205,27 @@ impl PageCache {
             return Ok(all);
         }
         let deleted: HashSet<u64> = snapshot.deleted_rows(add).await?.into_iter().collect();
-        let (rows, positions): (Vec<Row>, Vec<u64>) = all
+        let (rows, positions): (Vec<Arc<Row>>, Vec<u64>) = all
             .rows
             .iter()
             .zip(all.positions.iter())
             .filter(|(_, p)| !deleted.contains(p))
-            .map(|(r, p)| (r.clone(), *p))
+            .map(|(r, p)| (Arc::clone(r), *p))
             .unzip();
         Ok(PageRows {
             rows: Arc::new(rows),
             positions: Arc::new(positions),
+        })
+    }
+
+    /// Whether the page at `path` is held and has a row of `key` (live or not), with no
+    /// read.
+    pub(crate) fn holds(&self, path: &str, key: &str) -> bool {
+        let held = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        held.0.get(path).is_some_and(|page| {
+            page.rows
+                .binary_search_by(|r| r.object_id.as_str().cmp(key))
+                .is_ok()
         })
     }
 
@@ -230,7 +245,7 @@ impl PageCache {
 }
 
 /// Cuts sorted rows into pages of at most `rows_per_page` rows, as even as possible.
-pub(crate) fn split(rows: Vec<Row>, rows_per_page: usize) -> Vec<Vec<Row>> {
+pub(crate) fn split<T>(rows: Vec<T>, rows_per_page: usize) -> Vec<Vec<T>> {
     if rows.is_empty() {
         return Vec::new();
     }
@@ -270,6 +285,6 @@ mod tests {
             pages.iter().map(Vec::len).collect::<Vec<_>>(),
             vec![4, 4, 2]
         );
-        assert!(split(Vec::new(), 4).is_empty());
+        assert!(split(Vec::<Row>::new(), 4).is_empty());
     }
 }
