@@ -13,7 +13,7 @@ use crate::loader::Manifest;
 use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE};
 use crate::names::ObjectId;
 use crate::pages::Layout;
-use crate::pages::{PageCache, pages, pages_for_key};
+use crate::pages::{PageCache, pages_for_key};
 
 /// Mutations one commit may carry.
 const BATCH: usize = 256;
@@ -195,7 +195,7 @@ impl Catalog {
     pub(crate) async fn row(&self, snapshot: &Snapshot, key: &str) -> Result<Option<Row>> {
         // Only pages whose key range holds `key` can hold it: a base page, and at most a
         // small page of new keys; they are read at once.
-        let all = pages(snapshot);
+        let all = self.inner.pages.pages(snapshot);
         let reads = pages_for_key(&all, key)
             .into_iter()
             .filter(|p| p.covers(key))

@@ -88,38 +88,32 @@ impl Page {
     }
 }
 
-/// The pages of a snapshot, sorted by their lower bound.
-pub(crate) fn pages(snapshot: &Snapshot) -> Vec<Page> {
-    let mut out: Vec<Page> = snapshot
-        .files()
-        .map(|add| {
-            let stats: Option<serde_json::Value> = add
-                .stats
+/// A file's key range and row count from its statistics (`None` where they do not say).
+#[derive(Debug, Clone)]
+struct Bounds {
+    min: Option<String>,
+    max: Option<String>,
+    records: Option<u64>,
+}
+
+impl Bounds {
+    fn of(add: &Add) -> Self {
+        let stats: Option<serde_json::Value> = add
+            .stats
+            .as_ref()
+            .and_then(|s| serde_json::from_str(&s.json()).ok());
+        let bound = |which: &str| {
+            stats
                 .as_ref()
-                .and_then(|s| serde_json::from_str(&s.json()).ok());
-            let bound = |which: &str| {
-                stats
-                    .as_ref()
-                    .and_then(|s| s[which]["object_id"].as_str())
-                    .map(str::to_string)
-            };
-            Page {
-                add: add.clone(),
-                // Without statistics a file may hold any key.
-                min: bound("minValues").unwrap_or_default(),
-                max: bound("maxValues").unwrap_or_else(|| char::MAX.to_string()),
-                rows: stats
-                    .as_ref()
-                    .and_then(|s| s["numRecords"].as_u64())
-                    .map(|n| {
-                        let deleted = add.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality);
-                        n.saturating_sub(u64::try_from(deleted).unwrap_or(0))
-                    }),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| a.min.cmp(&b.min).then_with(|| a.add.path.cmp(&b.add.path)));
-    out
+                .and_then(|s| s[which]["object_id"].as_str())
+                .map(str::to_string)
+        };
+        Bounds {
+            min: bound("minValues"),
+            max: bound("maxValues"),
+            records: stats.as_ref().and_then(|s| s["numRecords"].as_u64()),
+        }
+    }
 }
 
 /// The pages that may hold `key`; when none does, the one it would be inserted into
@@ -143,6 +137,8 @@ pub(crate) fn pages_for_key<'a>(pages: &'a [Page], key: &str) -> Vec<&'a Page> {
 #[derive(Debug, Default)]
 pub(crate) struct PageCache {
     entries: Mutex<Held>,
+    /// The bounds of every file seen, by path.
+    bounds: Mutex<HashMap<String, Bounds>>,
 }
 
 /// A page's rows, sorted by key, with each one's position in its file. Rows are shared, so
@@ -216,6 +212,40 @@ impl PageCache {
             rows: Arc::new(rows),
             positions: Arc::new(positions),
         })
+    }
+
+    /// The pages of a snapshot, sorted by their lower bound. A file's bounds are worked
+    /// out from its statistics once per handle (files never change; only the DV's count
+    /// is applied anew): at 1M entries, rendering and parsing the statistics of 245 files
+    /// on every mutation was most of its CPU.
+    pub(crate) fn pages(&self, snapshot: &Snapshot) -> Vec<Page> {
+        let mut memo = self.bounds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<Page> = snapshot
+            .files()
+            .map(|add| {
+                let bounds = memo
+                    .entry(add.path.clone())
+                    .or_insert_with(|| Bounds::of(add));
+                Page {
+                    add: add.clone(),
+                    // Without statistics a file may hold any key.
+                    min: bounds.min.clone().unwrap_or_default(),
+                    max: bounds.max.clone().unwrap_or_else(|| char::MAX.to_string()),
+                    rows: bounds.records.map(|n| {
+                        let deleted = add.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality);
+                        n.saturating_sub(u64::try_from(deleted).unwrap_or(0))
+                    }),
+                }
+            })
+            .collect();
+        // Files removed since are forgotten once they outnumber the live ones.
+        if memo.len() > 2 * out.len() + 64 {
+            let live: HashSet<&str> = out.iter().map(|p| p.add.path.as_str()).collect();
+            memo.retain(|path, _| live.contains(path.as_str()));
+        }
+        drop(memo);
+        out.sort_by(|a, b| a.min.cmp(&b.min).then_with(|| a.add.path.cmp(&b.add.path)));
+        out
     }
 
     /// Whether the page at `path` is held and has a row of `key` (live or not), with no

@@ -14,7 +14,7 @@ use crate::catalog::Catalog;
 use crate::error::{CatalogError, Result};
 use crate::manifest::{NAMESPACE, TABLE};
 use crate::names::ObjectId;
-use crate::pages::{Page, pages};
+use crate::pages::Page;
 
 /// A page of a listing, and the token of the next one.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +80,10 @@ impl Catalog {
                 && object_type == kind
                 && parent.is_child_key(key)
         };
-        let (small, base): (Vec<Page>, Vec<Page>) = pages(&snapshot)
+        let (small, base): (Vec<Page>, Vec<Page>) = self
+            .inner
+            .pages
+            .pages(&snapshot)
             .into_iter()
             .filter(|p| p.overlaps(&start, &to))
             .partition(|p| p.is_small(layout));

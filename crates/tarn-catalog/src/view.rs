@@ -11,7 +11,7 @@ use tarn::Snapshot;
 
 use crate::error::{CatalogError, Result};
 use crate::manifest::Row;
-use crate::pages::{Layout, Page, PageCache, PageRows, pages, pages_for_key};
+use crate::pages::{Layout, Page, PageCache, PageRows, pages_for_key};
 
 /// Work an operation started that the batch's commit must wait for (a new table's
 /// version 0, so that its entry never points at nothing); it runs while the batch
@@ -216,7 +216,7 @@ pub(crate) async fn load(
     crowded: bool,
     folds: impl Fn(usize) -> bool,
 ) -> Result<View> {
-    let pages = pages(&snapshot);
+    let pages = cache.pages(&snapshot);
     let position = |page: &Page| pages.iter().position(|q| q.add.path == page.add.path);
     let mut wanted: Vec<usize> = Vec::new();
     for need in &needs {
