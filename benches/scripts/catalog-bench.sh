@@ -7,13 +7,13 @@
 #   benches/scripts/catalog-bench.sh /tmp/catalog-bench s3-standard 1000 paged
 #
 # ROOT is a directory or URL the catalogs go under (one per run); the JSON lines go to
-# ROOT/results.jsonl. Set WRITE_OPS / READ_OPS / READ_LEVELS to narrow the run, INDICES=off
-# for a manifest without indices.
+# ROOT/results.jsonl. Set WRITE_OPS / READ_OPS / READ_LEVELS to narrow the run (empty:
+# none of them), INDICES=off for a manifest without indices.
 set -euo pipefail
 root=${1:?root}; profile=${2:?profile}; entries=${3:?entries}; layout=${4:?layout}
 levels=${5:-1,2,5,10,20,50,100,200}; level_ops=${6:-60}
-write_ops=${WRITE_OPS:-create-namespace create-table declare-table drop-table rename-table}
-read_ops=${READ_OPS:-open describe-table list-tables list-namespaces search}
+write_ops=${WRITE_OPS-create-namespace create-table declare-table drop-table rename-table}
+read_ops=${READ_OPS-open describe-table list-tables list-namespaces search}
 read_levels=${READ_LEVELS:-1,10,50}
 indices=${INDICES:-on}
 bin=${TARN_CONCURRENCY:-target/release/tarn-concurrency}
@@ -31,7 +31,7 @@ for op in $write_ops; do
   "$bin" catalog-write --url "$url" --op "$op" --levels "$levels" --level-ops "$level_ops" \
     --profile "$profile" --json "$json"
 done
-if [ -n "$read_ops" ]; then
+if [ -n "${read_ops// /}" ]; then
   url=$(seed "r-$layout-$entries-$run")
   for op in $read_ops; do
     "$bin" catalog-cold-read --url "$url" --op "$op" --levels "$read_levels" \
