@@ -13,7 +13,7 @@ use crate::loader::Manifest;
 use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE};
 use crate::names::ObjectId;
 use crate::pages::Layout;
-use crate::pages::{PageCache, pages_for_key};
+use crate::pages::{PageCache, find, pages_for_key};
 
 /// Mutations one commit may carry.
 const BATCH: usize = 256;
@@ -201,7 +201,7 @@ impl Catalog {
             .filter(|p| p.covers(key))
             .map(|page| self.inner.pages.rows(snapshot, &page.add));
         for rows in futures::future::try_join_all(reads).await? {
-            if let Ok(i) = rows.binary_search_by(|r| r.object_id.as_str().cmp(key)) {
+            if let Some(i) = find(&rows, key) {
                 return Ok(Some(Row::clone(&rows[i])));
             }
         }

@@ -252,11 +252,9 @@ impl PageCache {
     /// read.
     pub(crate) fn holds(&self, path: &str, key: &str) -> bool {
         let held = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        held.0.get(path).is_some_and(|page| {
-            page.rows
-                .binary_search_by(|r| r.object_id.as_str().cmp(key))
-                .is_ok()
-        })
+        held.0
+            .get(path)
+            .is_some_and(|page| find(&page.rows, key).is_some())
     }
 
     /// Keeps the rows of a page (every row of its file, sorted by key), dropping the oldest
@@ -272,6 +270,12 @@ impl PageCache {
             }
         }
     }
+}
+
+/// The index of `key` in rows sorted by key, if it is there.
+pub(crate) fn find(rows: &[Arc<Row>], key: &str) -> Option<usize> {
+    rows.binary_search_by(|r| r.object_id.as_str().cmp(key))
+        .ok()
 }
 
 /// Cuts sorted rows into pages of at most `rows_per_page` rows, as even as possible.

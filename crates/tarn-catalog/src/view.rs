@@ -11,7 +11,7 @@ use tarn::Snapshot;
 
 use crate::error::{CatalogError, Result};
 use crate::manifest::Row;
-use crate::pages::{Layout, Page, PageCache, PageRows, pages_for_key};
+use crate::pages::{Layout, Page, PageCache, PageRows, find, pages_for_key};
 
 /// Work an operation started that the batch's commit must wait for (a new table's
 /// version 0, so that its entry never points at nothing); it runs while the batch
@@ -205,8 +205,8 @@ impl View {
 
 /// Loads the pages the operations need into a view: the pages that may hold their keys
 /// (in the full-rewrite layout, the page a new key goes into), the pages overlapping their
-/// ranges, and, when the manifest holds more than as many small pages as `folds` allows, those and the
-/// base pages their keys belong to, with the small pages' rows moved into them.
+/// ranges, and, when `folds` says so for the manifest's number of small pages, those and
+/// the base pages their keys belong to, with the small pages' rows moved into them.
 pub(crate) async fn load(
     snapshot: Snapshot,
     cache: Arc<PageCache>,
@@ -219,6 +219,8 @@ pub(crate) async fn load(
     let pages = cache.pages(&snapshot);
     let position = |page: &Page| pages.iter().position(|q| q.add.path == page.add.path);
     let mut wanted: Vec<usize> = Vec::new();
+    // Pages already read on the way, by index into `pages`: not read again below.
+    let mut read: HashMap<usize, PageRows> = HashMap::new();
     for need in &needs {
         for key in &need.keys {
             let found = pages_for_key(&pages, key);
@@ -234,7 +236,12 @@ pub(crate) async fn load(
                 _ => live_in_cached(&cache, &snapshot, &holding, key).await?,
             };
             match held {
-                Some(page) => wanted.extend(position(page)),
+                Some((page, rows)) => {
+                    if let Some(i) = position(page) {
+                        wanted.push(i);
+                        read.insert(i, rows);
+                    }
+                }
                 None => wanted.extend(holding.into_iter().filter_map(&position)),
             }
         }
@@ -265,26 +272,33 @@ pub(crate) async fn load(
             .iter()
             .map(|&i| spawn_page(&cache, &snapshot, &pages[i].add))
             .collect();
-        for (&i, read) in small.iter().zip(reads) {
+        for (&i, reading) in small.iter().zip(reads) {
             wanted.push(i);
-            let rows = read.await.map_err(|_| CatalogError::Stopped)??;
+            let rows = reading.await.map_err(|_| CatalogError::Stopped)??;
             for row in rows.rows.iter() {
                 let target = pages_for_key(&bases, &row.object_id).into_iter().next();
                 wanted.extend(target.and_then(&position));
             }
+            read.insert(i, rows);
         }
     }
     wanted.sort_unstable();
     wanted.dedup();
     let loaded: Vec<Page> = wanted.iter().map(|i| pages[*i].clone()).collect();
     // Spawned, so the reads run at once.
-    let mut reads = Vec::with_capacity(loaded.len());
-    for page in &loaded {
-        reads.push(spawn_page(&cache, &snapshot, &page.add));
-    }
+    let reads: Vec<_> = wanted
+        .iter()
+        .map(|i| match read.remove(i) {
+            Some(rows) => Ok(rows),
+            None => Err(spawn_page(&cache, &snapshot, &pages[*i].add)),
+        })
+        .collect();
     let mut contents = Vec::with_capacity(reads.len());
-    for read in reads {
-        contents.push(read.await.map_err(|_| CatalogError::Stopped)??);
+    for reading in reads {
+        contents.push(match reading {
+            Ok(rows) => rows,
+            Err(task) => task.await.map_err(|_| CatalogError::Stopped)??,
+        });
     }
     let mut view = View {
         rows: BTreeMap::new(),
@@ -329,23 +343,19 @@ pub(crate) async fn load(
     Ok(view)
 }
 
-/// The first of `pages` the cache holds with `key` live in it (reading at most its
-/// deletion vector).
+/// The first of `pages` the cache holds with `key` live in it, with its live rows
+/// (reading at most its deletion vector).
 async fn live_in_cached<'p>(
     cache: &PageCache,
     snapshot: &Snapshot,
     pages: &[&'p Page],
     key: &str,
-) -> Result<Option<&'p Page>> {
+) -> Result<Option<(&'p Page, PageRows)>> {
     for page in pages {
         if cache.holds(&page.add.path, key) {
             let live = cache.live(snapshot, &page.add).boxed().await?;
-            if live
-                .rows
-                .binary_search_by(|r| r.object_id.as_str().cmp(key))
-                .is_ok()
-            {
-                return Ok(Some(page));
+            if find(&live.rows, key).is_some() {
+                return Ok(Some((page, live)));
             }
         }
     }
@@ -390,9 +400,7 @@ fn needed(rows: &[Arc<Row>], needs: &[Needs]) -> BTreeSet<usize> {
     let mut out = BTreeSet::new();
     for need in needs {
         for key in &need.keys {
-            if let Ok(j) = rows.binary_search_by(|r| r.object_id.as_str().cmp(key)) {
-                out.insert(j);
-            }
+            out.extend(find(rows, key));
         }
         for (from, to) in &need.ranges {
             let lo = rows.partition_point(|r| r.object_id.as_str() < from.as_str());
