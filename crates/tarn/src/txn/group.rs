@@ -11,7 +11,7 @@
 //! once, and once version `base + WINDOW` exists its writer knows the outcome for good
 //! by reading the commits of the window. Readers see only commits.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -238,15 +238,21 @@ pub(crate) fn forget(store: Arc<dyn ObjectStore>, paths: Vec<Path>) {
 /// Whether a commit's actions name `txn_id`: as its own `commitInfo.txnId`, or among the
 /// proposals it carried.
 pub(crate) fn names(actions: &[Action], txn_id: &str) -> bool {
-    actions.iter().any(|a| match a {
-        Action::CommitInfo(c) => {
-            c.txn_id.as_deref() == Some(txn_id)
-                || c.other
-                    .get(GROUP_FIELD)
-                    .and_then(Value::as_array)
-                    .is_some_and(|ids| ids.iter().any(|v| v.as_str() == Some(txn_id)))
-        }
-        _ => false,
+    named(actions).any(|id| id == txn_id)
+}
+
+/// The `txnId`s a commit's actions name: its own, then those of the proposals it carried.
+fn named(actions: &[Action]) -> impl Iterator<Item = &str> {
+    actions.iter().flat_map(|a| {
+        let (own, carried) = match a {
+            Action::CommitInfo(c) => (
+                c.txn_id.as_deref(),
+                c.other.get(GROUP_FIELD).and_then(Value::as_array),
+            ),
+            _ => (None, None),
+        };
+        own.into_iter()
+            .chain(carried.into_iter().flatten().filter_map(Value::as_str))
     })
 }
 
@@ -348,7 +354,6 @@ pub(crate) async fn gather(
         })
         .collect();
     candidates.sort_by(|a, b| (a.stamp, &a.txn_id).cmp(&(b.stamp, &b.txn_id)));
-    candidates.truncate(MAX_GROUP);
     let mut group = Group {
         blind_append: true,
         ..Group::default()
@@ -367,6 +372,17 @@ pub(crate) async fn gather(
             memory.commits.insert(v, kept.as_ref().clone());
         }
     }
+    // A carried proposal stays listed until its writer learns of it and deletes it (or
+    // its window passes): those the known commits name are decided, and go before the
+    // oldest `MAX_GROUP` are chosen, or a backlog of them would fill every group.
+    let decided: HashSet<&str> = memory
+        .commits
+        .range(oldest + 1..version)
+        .flat_map(|(_, actions)| named(actions))
+        .collect();
+    candidates.retain(|r| !decided.contains(r.txn_id.as_str()));
+    candidates.truncate(MAX_GROUP);
+    let oldest = candidates.iter().map(|r| r.base).min().unwrap_or(version);
     let missing: Vec<i64> = (oldest + 1..version)
         .filter(|v| !memory.commits.contains_key(v))
         .collect();
