@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use tarn::protocol::names::proposal_file_name;
 use tarn::{RetryPolicy, Table};
 use tarn_tests::fixtures::sales_schema;
 use tarn_tests::log::commit_info_at;
@@ -24,72 +25,102 @@ fn proposal(txn_id: &str, base: i64, app_id: &str) -> String {
     format!("{header}\n{action}\n")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn carried_proposals_left_listed_do_not_crowd_out_waiting_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+/// A table whose version 1 carried [`DECIDED`] proposals from base 0 that are still
+/// listed, with one more proposal from base 0 still waiting; and a writer's handle on
+/// version 0 (opened before version 1 landed).
+async fn backlog(dir: &std::path::Path) -> (tarn::StoreLocation, Table) {
+    let location = tarn_store::open(dir.to_str().unwrap()).unwrap();
     let table = Table::create_at(location.clone())
         .with_arrow_schema(&sales_schema())
         .execute()
         .await
         .unwrap();
     assert_eq!(table.version(), 0);
-    // A writer that read version 0, and will lose the race for version 1.
     let stale = Table::open_location(location.clone()).await.unwrap();
-
-    // Another process committed version 1, carrying DECIDED proposals from base 0 whose
-    // writers have not deleted them; one more proposal, published later, still waits.
-    let log = dir.path().join("_delta_log");
+    let log = dir.join("_delta_log");
     let proposals = log.join("_tarn_proposals");
     std::fs::create_dir_all(&proposals).unwrap();
-    let stamp = 1_790_000_000_000_i64;
     let decided: Vec<String> = (0..DECIDED).map(|i| format!("decided-{i:03}")).collect();
     for (i, id) in decided.iter().enumerate() {
-        let name = tarn::protocol::names::proposal_file_name(0, stamp + i as i64, id);
+        let name = proposal_file_name(0, STAMP + i as i64, id);
         std::fs::write(proposals.join(name), proposal(id, 0, &format!("app-{i}"))).unwrap();
     }
-    let late = "waiting-000";
-    let name = tarn::protocol::names::proposal_file_name(0, stamp + 10_000, late);
-    std::fs::write(proposals.join(name), proposal(late, 0, "app-late")).unwrap();
-    let info = serde_json::json!({"commitInfo": {
-        "timestamp": stamp + 5_000, "operation": "WRITE", "txnId": "winner",
-        "isBlindAppend": false, "tarnGroup": decided,
-    }});
-    let carried: String = (0..DECIDED)
-        .map(|i| {
-            format!(
-                "{}\n",
-                serde_json::json!({"txn": {"appId": format!("app-{i}"), "version": 1}})
-            )
-        })
+    let name = proposal_file_name(0, STAMP + 10_000, LATE);
+    std::fs::write(proposals.join(name), proposal(LATE, 0, "app-late")).unwrap();
+    let carried: Vec<serde_json::Value> = (0..DECIDED)
+        .map(|i| serde_json::json!({"txn": {"appId": format!("app-{i}"), "version": 1}}))
         .collect();
-    std::fs::write(
-        log.join(format!("{:020}.json", 1)),
-        format!("{info}\n{carried}"),
-    )
-    .unwrap();
+    commit_by_hand(dir, 1, "winner", &decided, &carried);
+    (location, stale)
+}
 
-    // The stale writer loses version 1, lists the proposals, and takes version 2: it
-    // carries the waiting proposal, not (only) the decided ones.
-    let mut txn = stale.transaction().with_retry_policy(RetryPolicy {
+/// The proposal still waiting, and when the proposals were published.
+const LATE: &str = "waiting-000";
+const STAMP: i64 = 1_790_000_000_000;
+
+/// Writes version `version` as another process would: a `commitInfo` naming `txn_id` and
+/// the proposals `group` it carried, then `actions`.
+fn commit_by_hand(
+    dir: &std::path::Path,
+    version: i64,
+    txn_id: &str,
+    group: &[String],
+    actions: &[serde_json::Value],
+) {
+    let info = serde_json::json!({"commitInfo": {
+        "timestamp": STAMP + 5_000 + version, "operation": "WRITE", "txnId": txn_id,
+        "isBlindAppend": false, "tarnGroup": group,
+    }});
+    let body: String = std::iter::once(&info)
+        .chain(actions)
+        .map(|a| format!("{a}\n"))
+        .collect();
+    std::fs::write(dir.join(format!("_delta_log/{version:020}.json")), body).unwrap();
+}
+
+/// `writer` commits its own application transaction; returns the version it took, after
+/// checking that this version carried the waiting proposal and nothing else.
+async fn commit_and_check(location: &tarn::StoreLocation, writer: &Table) -> i64 {
+    let mut txn = writer.transaction().with_retry_policy(RetryPolicy {
         group_commit: true,
         ..RetryPolicy::default()
     });
     txn.set_app_transaction("mine", 1);
     let outcome = txn.commit().await.unwrap();
-    assert_eq!(outcome.version, 2);
-    let info = commit_info_at(&location, 2).await.unwrap();
+    let info = commit_info_at(location, outcome.version).await.unwrap();
     let group: Vec<&str> = info["tarnGroup"]
         .as_array()
         .map(|ids| ids.iter().filter_map(|v| v.as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(group, vec![late], "{info}");
+    assert_eq!(group, vec![LATE], "{info}");
 
     let now = Table::open_location(location.clone()).await.unwrap();
     let snapshot = now.snapshot();
-    assert_eq!(snapshot.version(), 2);
+    assert_eq!(snapshot.version(), outcome.version);
     assert_eq!(snapshot.app_transaction_version("mine"), Some(1));
     assert_eq!(snapshot.app_transaction_version("app-late"), Some(1));
     // Every decided proposal committed once, at version 1.
     assert_eq!(snapshot.app_transaction_version("app-129"), Some(1));
+    outcome.version
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn carried_proposals_left_listed_do_not_crowd_out_waiting_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (location, stale) = backlog(dir.path()).await;
+    // The writer loses version 1, reads it and lists the proposals, and takes version 2.
+    assert_eq!(commit_and_check(&location, &stale).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_handle_reads_the_commits_that_decided_the_backlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let (location, _) = backlog(dir.path()).await;
+    // A handle opened on version 1 (it has not read that commit's actions as a commit),
+    // which then loses version 2 to another writer carrying nothing.
+    let fresh = Table::open_location(location.clone()).await.unwrap();
+    assert_eq!(fresh.version(), 1);
+    let other = serde_json::json!({"txn": {"appId": "other", "version": 1}});
+    commit_by_hand(dir.path(), 2, "other", &[], &[other]);
+    assert_eq!(commit_and_check(&location, &fresh).await, 3);
 }

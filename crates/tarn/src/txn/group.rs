@@ -373,8 +373,20 @@ pub(crate) async fn gather(
         }
     }
     // A carried proposal stays listed until its writer learns of it and deletes it (or
-    // its window passes): those the known commits name are decided, and go before the
-    // oldest `MAX_GROUP` are chosen, or a backlog of them would fill every group.
+    // its window passes, and a writer that exits first never does): those the commits
+    // name are decided, and go before the oldest `MAX_GROUP` are chosen, or a backlog of
+    // them would fill every group. With more candidates than that, the commits this
+    // handle has not read yet (a fresh one knows none) are read first.
+    if candidates.len() > MAX_GROUP {
+        let missing: Vec<i64> = (oldest + 1..version)
+            .filter(|v| !memory.commits.contains_key(v))
+            .collect();
+        for (v, actions) in read_versions(store.as_ref(), &root, missing).await {
+            base.caches()
+                .keep_object(&key(v), Arc::new(actions.clone()));
+            memory.commits.insert(v, actions);
+        }
+    }
     let decided: HashSet<&str> = memory
         .commits
         .range(oldest + 1..version)
