@@ -10,8 +10,9 @@
 //!
 //! A claim is advice, never a lock: the commit is still a put-if-absent of
 //! `<version>.json`, so whoever writes it, the log stays exactly as valid. A claimer that
-//! crashed or stalls is waited out: after [`PATIENCE`] polls without the version,
-//! the waiters race for it as writers without claims do.
+//! crashed or stalls is waited out: after [`PATIENCE`] polls without the version, and
+//! at least 50 ms per proposal waiting (the claimer's work grows with them), the waiters
+//! race for it as writers without claims do.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,14 @@ pub(crate) const PATIENCE: u32 = 24;
 /// The shortest and longest wait between two polls.
 const POLL_FLOOR: Duration = Duration::from_millis(1);
 const POLL_CEILING: Duration = Duration::from_millis(500);
+/// How long at least a waiter gives the claimer per proposal waiting (up to a group's
+/// worth), beyond [`PATIENCE`] polls: the claimer reads and checks them before it puts,
+/// which on a loaded machine takes far longer than a few round trips (0.3-4 s for 128
+/// among 200 processes on 2 cores). Waiters that gave up sooner all read and checked the
+/// same proposals at once, and such a crowd spent 6-30 s per version.
+const PATIENCE_PER_PROPOSAL: Duration = Duration::from_millis(50);
+/// The proposals [`PATIENCE_PER_PROPOSAL`] counts at most (a commit's cap).
+const PATIENT_FOR: usize = 128;
 
 /// Where the claim of `version` lives.
 pub(crate) fn claim_path(root: &Path, version: i64) -> Path {
@@ -73,13 +82,15 @@ pub(crate) async fn take(
 /// the proposals it will carry (`wanted`); if not, wait for the version's commit, or,
 /// once out of patience, catch up as the claimer would. Returns what was found, and
 /// whether this writer is now the one to put `version`. A failed catch-up finds nothing:
-/// the PUT that follows finds out.
+/// the PUT that follows finds out. `pending` is how many proposals the last listing
+/// showed waiting: a waiter gives the claimer longer to carry more.
 pub(crate) async fn claim_or_wait(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
     txn_id: &str,
     wanted: Wanted<'_>,
+    pending: usize,
 ) -> (PutOutcome, bool) {
     // The listing goes beside the claim, so a claimer reads the proposals one round trip
     // after its claim lands; a writer that lost the claim drops it.
@@ -96,7 +107,14 @@ pub(crate) async fn claim_or_wait(
         return (PutOutcome::Taken(winners, listed), false);
     }
     if !claim.held
-        && let Some(winner) = await_commit(store, root, version, claim.round_trip).await
+        && let Some(winner) = await_commit(
+            store,
+            root,
+            version,
+            claim.round_trip,
+            PATIENCE_PER_PROPOSAL.saturating_mul(pending.min(PATIENT_FOR) as u32),
+        )
+        .await
     {
         return (PutOutcome::Taken(vec![winner], Listed::default()), false);
     }
@@ -110,21 +128,26 @@ pub(crate) async fn claim_or_wait(
 }
 
 /// Waits for the commit of `version`, reading it as soon as it is there: one GET per
-/// poll, a store round trip apart. `None` after [`PATIENCE`] polls without it (the
-/// claimer is gone or stalled). A failed read counts as a poll that found nothing.
+/// poll, a store round trip apart. `None` after [`PATIENCE`] polls without it, and at
+/// least `at_least` (the claimer is gone or stalled). A failed read counts as a poll
+/// that found nothing.
 pub(crate) async fn await_commit(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
     round_trip: Duration,
+    at_least: Duration,
 ) -> Option<Winner> {
     let path = log_dir(root).join(commit_file_name(version));
     let pause = round_trip.clamp(POLL_FLOOR, POLL_CEILING);
-    for _ in 0..PATIENCE {
+    let started = Instant::now();
+    let mut polls = 0;
+    while polls < PATIENCE || started.elapsed() < at_least {
         tokio::time::sleep(pause).await;
         if let Ok(Some(winner)) = read_back(store, &path, version).await {
             return Some(winner);
         }
+        polls += 1;
     }
     None
 }
@@ -161,7 +184,7 @@ mod tests {
         assert!(!take(&store, &root, 3, "b").await.held);
         assert!(take(&store, &root, 4, "b").await.held);
 
-        let waiting = await_commit(&store, &root, 3, Duration::from_millis(2));
+        let waiting = await_commit(&store, &root, 3, Duration::from_millis(2), Duration::ZERO);
         let commit = async {
             tokio::time::sleep(Duration::from_millis(10)).await;
             let body = Bytes::from_static(
@@ -175,11 +198,20 @@ mod tests {
         };
         let (found, ()) = futures::join!(waiting, commit);
         assert_eq!(found.expect("the commit, once put").version, 3);
-        // No commit of version 9: the waiter gives up after its patience.
+        // No commit of version 9: the waiter gives up after its patience, and not before
+        // the time it was given.
         assert!(
-            await_commit(&store, &root, 9, Duration::from_millis(1))
+            await_commit(&store, &root, 9, Duration::from_millis(1), Duration::ZERO)
                 .await
                 .is_none()
         );
+        let started = Instant::now();
+        let at_least = Duration::from_millis(150);
+        assert!(
+            await_commit(&store, &root, 9, Duration::from_millis(1), at_least)
+                .await
+                .is_none()
+        );
+        assert!(started.elapsed() >= at_least);
     }
 }

@@ -486,8 +486,15 @@ impl Transaction {
             let wanted: put::Wanted<'_> = if standing { &|_, _| false } else { all };
             let put_or_catch_up = async {
                 if claiming {
-                    let (found, claimed) =
-                        claim::claim_or_wait(store.as_ref(), root, version, &txn_id, all).await;
+                    let (found, claimed) = claim::claim_or_wait(
+                        store.as_ref(),
+                        root,
+                        version,
+                        &txn_id,
+                        all,
+                        pending.load(Ordering::Relaxed),
+                    )
+                    .await;
                     return (Ok(found), claimed);
                 }
                 if let Some(prepared) = &prepared {
