@@ -601,18 +601,37 @@ pub(crate) fn bind_predicate(snapshot: &Snapshot, predicate: &Expr) -> Result<Ex
     })
 }
 
-/// Whether a file may hold rows matching a bound predicate, judged from its partition
-/// values and statistics (used by the conflict checker for files added concurrently).
-pub(crate) fn file_may_match(snapshot: &Snapshot, add: &Add, predicate: &Expr) -> Result<bool> {
-    let ctx = snapshot.scan().filter(predicate.clone()).context()?;
-    let partitions = ctx.partition_values(add)?;
-    let stats = AnyStats::of(add);
-    let view = FileStatsView {
-        stats: stats.as_ref(),
-        columns: &ctx.columns,
-        partitions: &partitions,
-    };
-    Ok(ctx.predicate.as_ref().is_none_or(|p| may_match(p, &view)))
+/// The first of `adds` whose statistics and partition values may hold rows matching one
+/// of `predicates`, with that predicate. Each predicate is bound once and each file's
+/// statistics are parsed once, however many of both there are: the conflict checker
+/// runs this for every pair of a group commit's members.
+pub(crate) fn first_file_matching<'a, 'p>(
+    snapshot: &Snapshot,
+    predicates: &'p [Expr],
+    adds: &[&'a Add],
+) -> Result<Option<(&'a Add, &'p Expr)>> {
+    if adds.is_empty() || predicates.is_empty() {
+        return Ok(None);
+    }
+    let contexts = predicates
+        .iter()
+        .map(|p| Ok((p, snapshot.scan().filter(p.clone()).context()?)))
+        .collect::<Result<Vec<_>>>()?;
+    for add in adds {
+        let stats = AnyStats::of(add);
+        for (predicate, ctx) in &contexts {
+            let partitions = ctx.partition_values(add)?;
+            let view = FileStatsView {
+                stats: stats.as_ref(),
+                columns: &ctx.columns,
+                partitions: &partitions,
+            };
+            if ctx.predicate.as_ref().is_none_or(|p| may_match(p, &view)) {
+                return Ok(Some((add, predicate)));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Turns a batch read from a file into an output batch: logical columns, partition

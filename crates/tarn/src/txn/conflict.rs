@@ -11,7 +11,7 @@ use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
 use crate::paths;
 use crate::protocol::{Action, Add, DeletionVectorDescriptor};
-use crate::scan::file_may_match;
+use crate::scan::first_file_matching;
 use crate::snapshot::Snapshot;
 
 use super::IsolationLevel;
@@ -192,22 +192,24 @@ pub(crate) fn check(
         .filter(|(p, _)| winner_removed.contains(p))
         .collect();
     if check_adds {
-        let added = winner.actions.iter().filter_map(|a| match a {
-            Action::Add(add)
-                if add.data_change
-                    && !readded.contains_key(&paths::canonical(location, &add.path)) =>
-            {
-                Some(add)
-            }
-            _ => None,
-        });
-        for add in added {
-            if let Some(read) = read_matching(ours.reads, base, add)? {
-                return Err(conflict(ConflictReason::ConcurrentAppend {
-                    file: add.path.clone(),
-                    read,
-                }));
-            }
+        let added: Vec<&Add> = winner
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Add(add)
+                    if add.data_change
+                        && !readded.contains_key(&paths::canonical(location, &add.path)) =>
+                {
+                    Some(add)
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some((add, read)) = read_matching(ours.reads, base, &added)? {
+            return Err(conflict(ConflictReason::ConcurrentAppend {
+                file: add.path.clone(),
+                read,
+            }));
         }
     }
 
@@ -251,15 +253,15 @@ pub(crate) fn check(
     Ok(rebases)
 }
 
-/// What this transaction read that an added file falls under, if anything.
-fn read_matching(reads: &ReadSet, base: &Snapshot, add: &Add) -> Result<Option<String>> {
+/// The first added file that falls under what this transaction read, and what it read.
+fn read_matching<'a>(
+    reads: &ReadSet,
+    base: &Snapshot,
+    added: &[&'a Add],
+) -> Result<Option<(&'a Add, String)>> {
     if reads.whole_table {
-        return Ok(Some("the whole table".into()));
+        return Ok(added.first().map(|add| (*add, "the whole table".into())));
     }
-    for predicate in &reads.predicates {
-        if file_may_match(base, add, predicate)? {
-            return Ok(Some(format!("the read predicate {predicate}")));
-        }
-    }
-    Ok(None)
+    Ok(first_file_matching(base, &reads.predicates, added)?
+        .map(|(add, predicate)| (add, format!("the read predicate {predicate}"))))
 }
