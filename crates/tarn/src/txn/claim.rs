@@ -14,15 +14,19 @@
 //! at least 50 ms per proposal waiting (the claimer's work grows with them), the waiters
 //! race for it as writers without claims do.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
+use super::group::{self, MAX_GROUP};
 use super::put::{Listed, PutOutcome, Wanted, Winner, commits_after, read_back};
+use crate::log::ProposalRef;
 use crate::log::log_dir;
 use crate::protocol::names::{CLAIMS_DIR, claim_file_name, commit_file_name};
+use crate::snapshot::Snapshot;
 
 /// Polls (a store round trip apart) for a claimed version before its claimer counts as
 /// gone.
@@ -36,8 +40,6 @@ const POLL_CEILING: Duration = Duration::from_millis(500);
 /// among 200 processes on 2 cores). Waiters that gave up sooner all read and checked the
 /// same proposals at once, and such a crowd spent 6-30 s per version.
 const PATIENCE_PER_PROPOSAL: Duration = Duration::from_millis(50);
-/// The proposals [`PATIENCE_PER_PROPOSAL`] counts at most (a commit's cap).
-const PATIENT_FOR: usize = 128;
 
 /// Where the claim of `version` lives.
 pub(crate) fn claim_path(root: &Path, version: i64) -> Path {
@@ -112,7 +114,7 @@ pub(crate) async fn claim_or_wait(
             root,
             version,
             claim.round_trip,
-            PATIENCE_PER_PROPOSAL.saturating_mul(pending.min(PATIENT_FOR) as u32),
+            PATIENCE_PER_PROPOSAL.saturating_mul(pending.min(MAX_GROUP) as u32),
         )
         .await
     {
@@ -150,6 +152,32 @@ pub(crate) async fn await_commit(
         polls += 1;
     }
     None
+}
+
+/// Deletes, in the background, a writer's decided proposal (`published`), the listed
+/// ones whose window has passed at `latest`, and the claims of versions up to `latest`:
+/// the writer's own (`claims.0`) and those it listed (`claims.1`).
+pub(crate) fn forget_decided(
+    snapshot: &Snapshot,
+    published: &Option<(i64, Path)>,
+    listed: &[ProposalRef],
+    claims: (Option<i64>, &[(i64, Path)]),
+    latest: i64,
+) {
+    let mut paths = group::lapsed(listed, latest);
+    if let Some((_, path)) = published {
+        paths.push(path.clone());
+    }
+    let root = snapshot.location().root();
+    paths.extend(claims.0.map(|v| claim_path(root, v)));
+    paths.extend(
+        claims
+            .1
+            .iter()
+            .filter(|(v, _)| *v <= latest && Some(*v) != claims.0)
+            .map(|(_, p)| p.clone()),
+    );
+    group::forget(Arc::clone(snapshot.location().store()), paths);
 }
 
 #[cfg(test)]

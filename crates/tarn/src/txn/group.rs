@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 use super::IsolationLevel;
 use super::conflict::{Ours, ReadSet, WinningCommit};
 use super::group_dv::{GroupFiles, admit};
+use super::group_reads::{read_proposals, read_versions};
 use crate::cache::Caches;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
@@ -38,7 +39,7 @@ use crate::snapshot::Snapshot;
 /// a wide window only delays the rare report of exhausted retries.
 pub(crate) const WINDOW: i64 = 32;
 /// The most proposals one commit carries.
-const MAX_GROUP: usize = 128;
+pub(crate) const MAX_GROUP: usize = 128;
 /// The most bytes of proposals one commit carries.
 const MAX_GROUP_BYTES: usize = 8 << 20;
 /// The `commitInfo` field listing the `txnId`s of the proposals a commit carried.
@@ -381,11 +382,8 @@ pub(crate) async fn gather(
         let missing: Vec<i64> = (oldest + 1..version)
             .filter(|v| !memory.commits.contains_key(v))
             .collect();
-        for (v, actions) in read_versions(store.as_ref(), &root, missing).await {
-            base.caches()
-                .keep_object(&key(v), Arc::new(actions.clone()));
-            memory.commits.insert(v, actions);
-        }
+        let commits = read_versions(store.as_ref(), &root, missing).await;
+        keep_commits(base, memory, commits);
     }
     let decided: HashSet<&str> = memory
         .commits
@@ -417,11 +415,7 @@ pub(crate) async fn gather(
         read_versions(store.as_ref(), &root, missing),
         read_proposals(store.as_ref(), unread)
     );
-    for (v, actions) in commits {
-        base.caches()
-            .keep_object(&key(v), Arc::new(actions.clone()));
-        memory.commits.insert(v, actions);
-    }
+    keep_commits(base, memory, commits);
     for (path, read) in proposals {
         if let Some((proposal, size)) = &read {
             let kept = KeptProposal(Arc::clone(proposal), *size);
@@ -480,6 +474,16 @@ pub(crate) async fn gather(
     group
 }
 
+/// Keeps commits just read in the writer's memory and the table handle's cache.
+fn keep_commits(base: &Snapshot, memory: &mut Memory, commits: Vec<(i64, Vec<Action>)>) {
+    let root = base.location().root();
+    for (v, actions) in commits {
+        base.caches()
+            .keep_object(&commit_key(root, v), Arc::new(actions.clone()));
+        memory.commits.insert(v, actions);
+    }
+}
+
 /// The cache key of the commit of `version`.
 pub(crate) fn commit_key(root: &Path, version: i64) -> String {
     format!("commit:{}", log_dir(root).join(commit_file_name(version)))
@@ -511,68 +515,6 @@ fn member(version: i64, operation: &str, blind_append: bool, actions: &[Action])
             .chain(actions.iter().cloned())
             .collect(),
     }
-}
-
-/// Reads commits by version; one that cannot be read is left out.
-async fn read_versions(
-    store: &dyn ObjectStore,
-    root: &Path,
-    versions: Vec<i64>,
-) -> Vec<(i64, Vec<Action>)> {
-    let dir = log_dir(root);
-    futures::stream::iter(versions)
-        .map(|v| {
-            let path = dir.clone().join(commit_file_name(v));
-            async move {
-                let bytes = store.get(&path).await.ok()?.bytes().await.ok()?;
-                parse_commit(v, &bytes).ok().map(|a| (v, a))
-            }
-        })
-        .buffer_unordered(LOG_READ_CONCURRENCY)
-        .filter_map(|r| async move { r })
-        .collect()
-        .await
-}
-
-/// Reads proposals; one that is gone or malformed reads as `None`. Stragglers are left
-/// out (unread, so a later commit may still read them): once half the reads have
-/// answered, the rest get as long again, since a commit that waits for the slowest of
-/// many GETs pays the tail of the store's latency on every version.
-async fn read_proposals(
-    store: &dyn ObjectStore,
-    refs: Vec<ProposalRef>,
-) -> Vec<(Path, Option<(Arc<Proposal>, usize)>)> {
-    let wanted = refs.len();
-    let started = tokio::time::Instant::now();
-    let mut reads = futures::stream::iter(refs)
-        .map(|r| async move {
-            let read = async {
-                let bytes = store.get(&r.location).await.ok()?.bytes().await.ok()?;
-                let size = bytes.len();
-                Proposal::decode(r.base, &bytes)
-                    .ok()
-                    .map(|p| (Arc::new(p), size))
-            };
-            (r.location.clone(), read.await)
-        })
-        .buffer_unordered(LOG_READ_CONCURRENCY);
-    let mut read = Vec::with_capacity(wanted);
-    let mut deadline = None;
-    loop {
-        let next = match deadline {
-            Some(at) => match tokio::time::timeout_at(at, reads.next()).await {
-                Ok(next) => next,
-                Err(_) => break,
-            },
-            None => reads.next().await,
-        };
-        let Some(one) = next else { break };
-        read.push(one);
-        if deadline.is_none() && read.len() * 2 >= wanted {
-            deadline = Some(started + started.elapsed() * 2);
-        }
-    }
-    read
 }
 
 /// Proposals whose window has passed at `latest` (the newest version known): this writer

@@ -17,7 +17,7 @@
 //! One file per mechanism: `policy` (isolation levels, retries), `put` (the
 //! put-if-absent protocol), `commit_info` (what a commit says of itself), `conflict`
 //! (Delta's conflict checker), `rebase` (uniting concurrent deletion vectors), `group` (group commit across
-//! processes), `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions),
+//! processes; `group_dv` unites their DVs, `group_reads` reads what a group carries), `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions),
 //! `checkpoint` (background checkpoints), `claim` (one committer per version under a crowd of
 //! writers), `outcome` (what a commit did) and `transaction` (the API).
 
@@ -27,6 +27,7 @@ mod commit_info;
 mod conflict;
 mod group;
 mod group_dv;
+mod group_reads;
 mod ict;
 mod outcome;
 mod policy;

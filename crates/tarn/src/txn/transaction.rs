@@ -565,7 +565,13 @@ impl Transaction {
                     if checkpoint.is_some() {
                         committed.note_checkpoint(version);
                     }
-                    self.forget_proposals(&published, &listed, (held, &claims), version);
+                    claim::forget_decided(
+                        &self.snapshot,
+                        &published,
+                        &listed,
+                        (held, &claims),
+                        version,
+                    );
                     if attempt == 1 && !saw_contention {
                         lost_races.store(0, Ordering::Relaxed);
                     } else {
@@ -601,7 +607,8 @@ impl Transaction {
                         // Carried by another writer's commit: committed there.
                         if group::names(&winner.actions, &txn_id) {
                             let committed = base.with_commit(winner.version, ts, winner.actions)?;
-                            self.forget_proposals(
+                            claim::forget_decided(
+                                &self.snapshot,
                                 &published,
                                 &listed,
                                 (held, &claims),
@@ -633,7 +640,8 @@ impl Transaction {
                         let rebases = match check(&ours, &base, &winning) {
                             Ok(rebases) => rebases,
                             Err(e) => {
-                                self.forget_proposals(
+                                claim::forget_decided(
+                                    &self.snapshot,
                                     &published,
                                     &listed,
                                     (held, &claims),
@@ -671,32 +679,5 @@ impl Transaction {
             attempts: attempt - 1,
             version: base.version() + 1,
         })
-    }
-
-    /// Deletes, in the background, this writer's decided proposal, the listed ones whose
-    /// window has passed at `latest`, and the claims of versions up to `latest`: this
-    /// writer's own (`claims.0`) and those it listed (`claims.1`).
-    fn forget_proposals(
-        &self,
-        published: &Option<(i64, Path)>,
-        listed: &[ProposalRef],
-        claims: (Option<i64>, &[(i64, Path)]),
-        latest: i64,
-    ) {
-        let mut paths = group::lapsed(listed, latest);
-        if let Some((_, path)) = published {
-            paths.push(path.clone());
-        }
-        let root = self.snapshot.location().root();
-        paths.extend(claims.0.map(|v| claim::claim_path(root, v)));
-        paths.extend(
-            claims
-                .1
-                .iter()
-                .filter(|(v, _)| *v <= latest && Some(*v) != claims.0)
-                .map(|(_, p)| p.clone()),
-        );
-        let store = Arc::clone(self.snapshot.location().store());
-        group::forget(store, paths);
     }
 }
