@@ -152,8 +152,8 @@ async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
         .with_partition_columns(["part"])
         .with_property("delta.checkpointInterval", "5")
         .with_property("delta.enableDeletionVectors", "true")
-        // Half the histories keep their deletion vectors in files: a committer carries
-        // those only as written, and unites only inline ones.
+        // Half the histories keep their deletion vectors in files: a committer that
+        // unites those writes a DV file of its own before its commit.
         .with_property(
             tarn::properties::DV_INLINE_THRESHOLD,
             if seed.is_multiple_of(2) {

@@ -517,6 +517,45 @@ async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_del
     assert_every_version_same_through_deltalake(&location, &dir, version, "united DVs").await;
 }
 
+/// Two merge-on-read deletes of one file whose deletion vectors live in files, one carried
+/// in the other's commit: the committer unites both writers' rows into a DV file of its
+/// own, the commit holds the file once, and delta-rs reads every version with Tarn's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_vectors_in_files_united_in_one_grouped_commit_read_the_same_through_deltalake() {
+    use tarn::ChangeStrategy;
+
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("grouped_united_dv_files");
+    let mut table = tarn_tests::fixtures::sales_table_of(&dir, 100).await;
+    let _ = table
+        .set_properties([
+            ("delta.enableDeletionVectors", "true"),
+            (tarn::properties::DV_INLINE_THRESHOLD, "0"),
+        ])
+        .await
+        .unwrap();
+    let location = table.snapshot().location().clone();
+    let delete = |predicate| delete_write(predicate, ChangeStrategy::MergeOnRead);
+    let version = commit_grouped(
+        &location,
+        delete(col("id").lt(lit(3i64))),
+        delete(col("id").gt_eq(lit(50i64)).and(col("id").lt(lit(60i64)))),
+    )
+    .await;
+    let actions = tarn_tests::log::actions_at(&location, version).await;
+    let adds: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("add")).collect();
+    let removes: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("remove")).collect();
+    assert_eq!((adds.len(), removes.len()), (1, 1), "{actions:?}");
+    assert_eq!(adds[0]["path"], removes[0]["path"]);
+    assert_eq!(adds[0]["deletionVector"]["cardinality"], 13);
+    assert_eq!(adds[0]["deletionVector"]["storageType"], "u");
+    table.refresh().await.unwrap();
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
+    let expected: Vec<i64> = (3..100).filter(|i| !(50..60).contains(i)).collect();
+    assert_eq!(ids, expected);
+    assert_every_version_same_through_deltalake(&location, &dir, version, "united DV files").await;
+}
+
 /// A merge-on-read delete whose deletion vector lives in a file, carried in another
 /// writer's commit: the two delete rows of different files, so nothing is united and the
 /// carried `add` keeps the DV file its writer wrote; delta-rs reads every version with

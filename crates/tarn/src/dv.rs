@@ -347,14 +347,6 @@ pub(crate) async fn load_deletion_vector(
     decode_bitmap(&data, dv)
 }
 
-/// The rows of an inline DV; `None` for one stored in a file, or one that does not decode.
-pub(crate) fn inline_bitmap(dv: &DeletionVectorDescriptor) -> Option<RoaringTreemap> {
-    match dv.location().ok()? {
-        DvLocation::Inline(data) => decode_bitmap(&data, dv).ok(),
-        _ => None,
-    }
-}
-
 /// A DV stored inline in its descriptor (Z85 of the bitmap data).
 pub(crate) fn inline_descriptor(bitmap: &RoaringTreemap) -> DeletionVectorDescriptor {
     let data = encode_bitmap(bitmap);

@@ -165,9 +165,8 @@ impl Proposal {
 
     /// Whether another writer can carry this work: no metadata or protocol change (it
     /// would conflict with every other member), and a body that reads back as written and
-    /// that a committer would carry (at most 8 MiB). Deletion vectors in files are carried
-    /// as written; the committer unites only inline ones with concurrent changes
-    /// ([`admit`]).
+    /// that a committer would carry (at most 8 MiB). The committer unites its deletion
+    /// vectors, inline or in files, with concurrent changes to the same files ([`admit`]).
     pub(crate) fn carriable(&self) -> Option<Bytes> {
         // Change files make a commit's readers ignore its other actions: a commit that
         // has them carries nothing, and is carried by no one.
@@ -430,7 +429,7 @@ pub(crate) async fn gather(
         own.blind_append,
         own.actions,
     )];
-    group.files.record(base, own.actions);
+    group.files.record(base, own.actions, &[], &BTreeSet::new());
     let mut bytes = 0;
     for r in candidates {
         let Some(Some((proposal, size))) = memory.proposals.get(&r.location) else {
@@ -457,7 +456,8 @@ pub(crate) async fn gather(
             actions: &proposal.actions,
             dv_paths: &no_paths,
         };
-        let Some(actions) = admit(base, &work, &between, &members, &mut group.files, now_ms) else {
+        let Some(actions) = admit(base, &work, &between, &members, &mut group.files, now_ms).await
+        else {
             continue;
         };
         bytes += size;
@@ -470,6 +470,14 @@ pub(crate) async fn gather(
         group.actions.extend(actions);
         group.txn_ids.push(proposal.txn_id.clone());
         group.blind_append &= proposal.blind_append;
+    }
+    // United DVs that do not fit inline go into one DV file before the commit; without
+    // it, the commit carries no one (each proposal stays eligible for a later version).
+    if !group.files.write_dvs(base).await {
+        return Group {
+            blind_append: true,
+            ..Group::default()
+        };
     }
     group
 }

@@ -5,12 +5,12 @@
 //! Within one commit a file then appears once: the first member's `add` takes the united
 //! DV, and later members drop their `remove` and `add` of it.
 //!
-//! A committer writes no DV file for another writer, so only inline DVs are united here.
-//! A DV that lives in a file is carried as its writer wrote it, as long as nothing needs
-//! uniting with it: a commit after the base or a member before it that changed the same
-//! file makes the proposal conflict here, and it is left to its own writer (who rebases it
-//! alone), as is one whose united DV would not fit inline or would delete every row of a
-//! file.
+//! DVs, inline or in files, are loaded only when a uniting needs their rows (a DV file
+//! costs a ranged GET, once per table handle). A united DV that does not fit inline goes
+//! into one new DV file per commit, written by the committer before it puts the commit
+//! ([`GroupFiles::write_dvs`]); if that PUT fails, the commit carries no one. A uniting
+//! that would delete every row of a file is left to its own writer (who removes the file
+//! alone), as is a proposal whose DVs cannot be read.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -18,9 +18,9 @@ use roaring::RoaringTreemap;
 
 use super::conflict::{DvRebase, Ours, WinningCommit, check};
 use super::rebase::DvChange;
-use crate::dv::{inline_bitmap, inline_descriptor};
+use crate::dv::{DvFileWriter, deletion_vector_of, describe_bitmap};
 use crate::paths;
-use crate::protocol::{Action, Add};
+use crate::protocol::{Action, Add, DeletionVectorDescriptor};
 use crate::snapshot::Snapshot;
 
 /// A proposal's actions (`proposal`: its isolation, reads and actions) as the group
@@ -29,7 +29,7 @@ use crate::snapshot::Snapshot;
 /// theirs as its writer would rebase them. `None` when a check fails (it then stays
 /// eligible for later versions, where the same check decides again) or its changes cannot
 /// be united here.
-pub(crate) fn admit(
+pub(crate) async fn admit(
     base: &Snapshot,
     proposal: &Ours<'_>,
     between: &[(i64, &Vec<Action>)],
@@ -38,8 +38,9 @@ pub(crate) fn admit(
     now_ms: i64,
 ) -> Option<Vec<Action>> {
     let mut actions = proposal.actions.to_vec();
-    let mut changes = dv_changes_of(base, &actions);
-    let dv_paths: BTreeSet<String> = changes.iter().map(|c| c.path.clone()).collect();
+    let mut changes = Changes::of(base, &actions);
+    let dv_paths: BTreeSet<String> = changes.pending.iter().map(|c| c.path.clone()).collect();
+    let mut rewritten = BTreeSet::new();
     for (v, commit) in between {
         let winner = WinningCommit {
             version: *v,
@@ -53,9 +54,11 @@ pub(crate) fn admit(
         };
         let rebases = check(&ours, base, &winner).ok()?;
         for rebase in rebases {
-            if !unite_with_commit(base, &rebase, &mut actions, &mut changes, now_ms) {
+            let change = changes.load(base, &rebase.path).await?;
+            if !unite_with_commit(base, &rebase, &mut actions, change, now_ms).await {
                 return None;
             }
+            rewritten.insert(rebase.path);
         }
     }
     let mut joined = BTreeSet::new();
@@ -68,48 +71,88 @@ pub(crate) fn admit(
         };
         joined.extend(check(&ours, base, winner).ok()?.into_iter().map(|r| r.path));
     }
-    if !joined.is_empty() && !files.join(base, &joined, &mut actions, &changes) {
+    for path in &joined {
+        changes.load(base, path).await?;
+    }
+    if !joined.is_empty()
+        && !files
+            .join(base, &joined, &mut actions, &changes.loaded)
+            .await
+    {
         return None;
     }
-    files.record(base, &actions);
+    files.record(base, &actions, &changes.loaded, &rewritten);
     Some(actions)
 }
 
-/// The files a proposal changes through inline deletion vectors (a file it removes and adds
-/// back with a DV), as its writer recorded them. A change whose DV, before or after, lives
-/// in a file is not one of them: the conflict checker then finds any concurrent change to
-/// that file a conflict, since only inline rows can be united.
-pub(crate) fn dv_changes_of(base: &Snapshot, actions: &[Action]) -> Vec<DvChange> {
-    let location = base.location();
-    let removed: HashMap<String, &crate::protocol::Remove> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Remove(r) => Some((paths::canonical(location, &r.path), r)),
-            _ => None,
-        })
-        .collect();
-    let mut changes = Vec::new();
-    for action in actions {
-        let Action::Add(add) = action else { continue };
-        let path = paths::canonical(location, &add.path);
-        let (Some(remove), Some(dv)) = (removed.get(&path), &add.deletion_vector) else {
-            continue;
+/// A file a proposal changes through a deletion vector (it removes the file and adds it
+/// back with a DV), as its writer recorded it: the descriptors, before and after.
+#[derive(Debug, Clone)]
+struct PendingChange {
+    path: String,
+    before: Option<DeletionVectorDescriptor>,
+    after: DeletionVectorDescriptor,
+    physical_rows: u64,
+}
+
+/// A proposal's deletion-vector changes: all of them by descriptor, and those a uniting
+/// needed with their rows loaded.
+struct Changes {
+    pending: Vec<PendingChange>,
+    loaded: Vec<DvChange>,
+}
+
+impl Changes {
+    /// The files `actions` change through deletion vectors.
+    fn of(base: &Snapshot, actions: &[Action]) -> Self {
+        let location = base.location();
+        let removed: HashMap<String, &crate::protocol::Remove> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Remove(r) => Some((paths::canonical(location, &r.path), r)),
+                _ => None,
+            })
+            .collect();
+        let mut pending = Vec::new();
+        for action in actions {
+            let Action::Add(add) = action else { continue };
+            let path = paths::canonical(location, &add.path);
+            let (Some(remove), Some(after)) = (removed.get(&path), &add.deletion_vector) else {
+                continue;
+            };
+            pending.push(PendingChange {
+                path,
+                before: remove.deletion_vector.clone(),
+                after: after.clone(),
+                physical_rows: physical_rows(add),
+            });
+        }
+        Self {
+            pending,
+            loaded: Vec::new(),
+        }
+    }
+
+    /// The change to `path` with its rows, loading its DVs the first time; `None` when
+    /// the proposal changes no such file or a DV cannot be read.
+    async fn load(&mut self, base: &Snapshot, path: &str) -> Option<&mut DvChange> {
+        if let Some(i) = self.loaded.iter().position(|c| c.path == path) {
+            return self.loaded.get_mut(i);
+        }
+        let pending = self.pending.iter().find(|c| c.path == path)?;
+        let before = match &pending.before {
+            Some(dv) => deletion_vector_of(base, dv).await.ok()?,
+            None => RoaringTreemap::new(),
         };
-        let before = match &remove.deletion_vector {
-            Some(dv) => inline_bitmap(dv),
-            None => Some(RoaringTreemap::new()),
-        };
-        let (Some(after), Some(before)) = (inline_bitmap(dv), before) else {
-            continue;
-        };
-        changes.push(DvChange {
-            path,
+        let after = deletion_vector_of(base, &pending.after).await.ok()?;
+        self.loaded.push(DvChange {
+            path: pending.path.clone(),
             rows: &after - &before,
             before,
-            physical_rows: physical_rows(add),
+            physical_rows: pending.physical_rows,
         });
+        self.loaded.last_mut()
     }
-    changes
 }
 
 /// The rows a file holds, deleted ones included (its `numRecords`); unknown reads as
@@ -121,38 +164,27 @@ fn physical_rows(add: &Add) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// The DV bitmap a uniting may produce, if it fits inline and leaves a row of the file.
-fn fits(united: &RoaringTreemap, physical_rows: u64, threshold: usize) -> bool {
-    united.len() < physical_rows && 4 + united.serialized_size() <= threshold
-}
-
 /// Unites a proposal's change to a file with a commit's (`rebase`, found by the checker):
 /// its `remove` then takes out the commit's version of the file, and its `add` carries
-/// both sets of rows. `false` when the two deleted one row (a conflict, final as it is for
-/// the writer), or when the result cannot be written inline.
-pub(crate) fn unite_with_commit(
+/// both sets of rows (its DV is written when the commit is, [`GroupFiles::write_dvs`]).
+/// `false` when the two deleted one row (a conflict, final as it is for the writer), the
+/// commit's DV cannot be read, or the result would delete every row of the file.
+async fn unite_with_commit(
     base: &Snapshot,
     rebase: &DvRebase,
     actions: &mut Vec<Action>,
-    changes: &mut [DvChange],
+    change: &mut DvChange,
     now_ms: i64,
 ) -> bool {
     let location = base.location();
-    let Some(change) = changes.iter_mut().find(|c| c.path == rebase.path) else {
-        return false;
-    };
-    let Some(theirs) = inline_bitmap(&rebase.winner_dv) else {
+    let Ok(theirs) = deletion_vector_of(base, &rebase.winner_dv).await else {
         return false;
     };
     if !(&(&theirs - &change.before) & &change.rows).is_empty() {
         return false;
     }
     let united = &theirs | &change.rows;
-    if !fits(
-        &united,
-        change.physical_rows,
-        base.properties().inline_dv_threshold(),
-    ) {
+    if united.len() >= change.physical_rows {
         return false;
     }
     let same = |p: &str| paths::canonical(location, p) == rebase.path;
@@ -164,66 +196,94 @@ pub(crate) fn unite_with_commit(
     actions.push(Action::Remove(
         rebase.winner_add.clone().into_remove(now_ms),
     ));
+    // The descriptor is a placeholder until the commit is written.
     actions.push(Action::Add(
         rebase
             .winner_add
             .clone()
-            .with_deletion_vector(inline_descriptor(&united)),
+            .with_deletion_vector(rebase.winner_dv.clone()),
     ));
     change.before = theirs;
     true
 }
 
-/// The files the members of a group changed through inline DVs: each one's first `add` in
-/// the group and the rows its DV holds now.
+/// The files the members of a group changed through deletion vectors: each one's first
+/// `add` in the group and the rows its DV holds now (loaded when a uniting needs them).
 #[derive(Debug, Default)]
 pub(crate) struct GroupFiles {
-    files: HashMap<String, (Add, RoaringTreemap)>,
-    /// Files whose first `add` must take the DV in `files` when the commit is written.
-    joined: BTreeSet<String>,
+    files: HashMap<String, (Add, Option<RoaringTreemap>)>,
+    /// Files whose first `add` takes a new DV when the commit is written.
+    rewrite: BTreeSet<String>,
+    /// The new DVs of those files, once written.
+    written: HashMap<String, DeletionVectorDescriptor>,
 }
 
 impl GroupFiles {
-    /// Records the files a member (accepted as it is) changed through inline DVs.
-    pub(crate) fn record(&mut self, base: &Snapshot, actions: &[Action]) {
+    /// Records the files a member (accepted) changed through deletion vectors; `changes`
+    /// are the ones whose rows are loaded, and `rewritten` those it united with commits
+    /// after its base, whose DVs are written with the commit.
+    pub(crate) fn record(
+        &mut self,
+        base: &Snapshot,
+        actions: &[Action],
+        changes: &[DvChange],
+        rewritten: &BTreeSet<String>,
+    ) {
         let location = base.location();
         for action in actions {
-            if let Action::Add(add) = action
-                && let Some(dv) = &add.deletion_vector
-                && let Some(rows) = inline_bitmap(dv)
-            {
-                let path = paths::canonical(location, &add.path);
-                self.files.entry(path).or_insert((add.clone(), rows));
+            let Action::Add(add) = action else { continue };
+            if add.deletion_vector.is_none() {
+                continue;
             }
+            let path = paths::canonical(location, &add.path);
+            let rows = changes
+                .iter()
+                .find(|c| c.path == path)
+                .map(|c| &c.before | &c.rows);
+            if rewritten.contains(&path) {
+                self.rewrite.insert(path.clone());
+            }
+            self.files.entry(path).or_insert((add.clone(), rows));
         }
     }
 
     /// Joins a proposal's changes to the files `paths` (which members before it changed
     /// too) into the group: their rows go into the first member's DV, and the proposal's
     /// own `remove` and `add` of those files go. Changes nothing and returns `false` when
-    /// a file is not one the group can unite (its DV not inline), two members deleted one
-    /// row, or the result cannot be written inline.
-    pub(crate) fn join(
+    /// a member's DV cannot be read, two members deleted one row, or the result would
+    /// delete every row of a file.
+    pub(crate) async fn join(
         &mut self,
         base: &Snapshot,
         paths: &BTreeSet<String>,
         actions: &mut Vec<Action>,
         changes: &[DvChange],
     ) -> bool {
-        let threshold = base.properties().inline_dv_threshold();
         let mut united = Vec::new();
         for path in paths {
-            let (Some((_, now)), Some(change)) = (
-                self.files.get(path),
+            let (Some((add, rows)), Some(change)) = (
+                self.files.get_mut(path),
                 changes.iter().find(|c| &c.path == path),
             ) else {
+                return false;
+            };
+            if rows.is_none() {
+                let Some(dv) = &add.deletion_vector else {
+                    return false;
+                };
+                let Ok(loaded) = deletion_vector_of(base, dv).await else {
+                    return false;
+                };
+                *rows = Some(loaded);
+            }
+            let Some(now) = rows.as_ref() else {
                 return false;
             };
             if !(&(now - &change.before) & &change.rows).is_empty() {
                 return false;
             }
             let rows = now | &change.rows;
-            if !fits(&rows, change.physical_rows, threshold) {
+            if rows.len() >= change.physical_rows {
                 return false;
             }
             united.push((path.clone(), rows));
@@ -236,27 +296,40 @@ impl GroupFiles {
         });
         for (path, rows) in united {
             if let Some(entry) = self.files.get_mut(&path) {
-                entry.1 = rows;
+                entry.1 = Some(rows);
             }
-            self.joined.insert(path);
+            self.rewrite.insert(path);
         }
         true
     }
 
-    /// Gives the first `add` of each joined file the united DV.
+    /// Writes the new DVs of the files the group united: inline where they fit under the
+    /// table's threshold, else into one new DV file. `false` when that file's PUT fails
+    /// (the commit must then carry no one).
+    pub(crate) async fn write_dvs(&mut self, base: &Snapshot) -> bool {
+        let threshold = base.properties().inline_dv_threshold();
+        let mut file = DvFileWriter::new();
+        for path in &self.rewrite {
+            let Some((_, Some(rows))) = self.files.get(path) else {
+                return false;
+            };
+            self.written
+                .insert(path.clone(), describe_bitmap(rows, threshold, &mut file));
+        }
+        file.upload(base.location()).await.is_ok()
+    }
+
+    /// Gives the first `add` of each united file its new DV ([`Self::write_dvs`]).
     pub(crate) fn apply(&self, base: &Snapshot, actions: &mut [Action]) {
-        if self.joined.is_empty() {
+        if self.written.is_empty() {
             return;
         }
         let location = base.location();
         for action in actions {
-            if let Action::Add(add) = action {
-                let path = paths::canonical(location, &add.path);
-                if self.joined.contains(&path)
-                    && let Some((_, rows)) = self.files.get(&path)
-                {
-                    add.deletion_vector = Some(inline_descriptor(rows));
-                }
+            if let Action::Add(add) = action
+                && let Some(dv) = self.written.get(&paths::canonical(location, &add.path))
+            {
+                add.deletion_vector = Some(dv.clone());
             }
         }
     }
