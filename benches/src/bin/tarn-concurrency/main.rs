@@ -76,6 +76,17 @@ pub(crate) struct Levels {
     pub(crate) ops: i64,
 }
 
+/// The delete mode: the levels, and where its deletion vectors live.
+#[derive(Args, Clone)]
+pub(crate) struct DeleteLevels {
+    #[command(flatten)]
+    pub(crate) levels: Levels,
+    /// The table's inline threshold for deletion vectors, in bytes: a larger DV goes to
+    /// a DV file (0: every DV in a file, so a committer that unites them writes one).
+    #[arg(long, default_value_t = 8192)]
+    pub(crate) dv_inline_threshold: usize,
+}
+
 /// A catalog mode: the levels, and the operation timed.
 #[derive(Args, Clone)]
 pub(crate) struct CatalogLevels {
@@ -191,7 +202,7 @@ enum Mode {
     /// Each worker deletes `ops` of its own rows, one per commit, merge-on-read, from the
     /// one file of a fresh table per level: every commit changes that file's deletion
     /// vector, so racing deletes unite their DVs.
-    Delete(Levels),
+    Delete(DeleteLevels),
     /// Each worker builds `ops` fresh snapshots of the table.
     ColdRead(Levels),
     /// Each worker keeps one snapshot and refreshes it `ops` times while a writer commits.
@@ -278,10 +289,12 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
             files,
             commits,
         } => table::seed(common, files, commits).await,
-        Mode::Write(l) => table::levels(l, WorkerKind::Write).await,
-        Mode::Delete(l) => table::levels(l, WorkerKind::Delete).await,
-        Mode::ColdRead(l) => table::levels(l, WorkerKind::ColdRead).await,
-        Mode::WarmRead(l) => table::levels(l, WorkerKind::WarmRead).await,
+        Mode::Write(l) => table::levels(l, WorkerKind::Write, None).await,
+        Mode::Delete(d) => {
+            table::levels(d.levels, WorkerKind::Delete, Some(d.dv_inline_threshold)).await
+        }
+        Mode::ColdRead(l) => table::levels(l, WorkerKind::ColdRead, None).await,
+        Mode::WarmRead(l) => table::levels(l, WorkerKind::WarmRead, None).await,
         Mode::Torture { torture, commits } => table::torture(torture, commits).await,
         Mode::CatalogSeed {
             common,

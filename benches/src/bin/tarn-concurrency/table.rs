@@ -184,8 +184,13 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
     Ok(())
 }
 
-/// Runs one table mode at every level.
-pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxError> {
+/// Runs one table mode at every level; `delete` seeds its tables with the inline
+/// threshold `dv_inline_threshold`.
+pub(crate) async fn levels(
+    levels: Levels,
+    kind: WorkerKind,
+    dv_inline_threshold: Option<usize>,
+) -> Result<(), BoxError> {
     let mut json = json_sink(&levels.common)?;
     println!(
         "{} (profile {}, {} ops per worker, {})",
@@ -205,7 +210,8 @@ pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxEr
                 uuid::Uuid::new_v4().simple()
             );
             if kind == WorkerKind::Delete {
-                seed_deletes(&common.url, workers, levels.ops).await?;
+                let threshold = dv_inline_threshold.unwrap_or(8192);
+                seed_deletes(&common.url, workers, levels.ops, threshold).await?;
             } else {
                 create_table(&common.url, false).await?;
             }
@@ -232,26 +238,35 @@ pub(crate) async fn levels(levels: Levels, kind: WorkerKind) -> Result<(), BoxEr
         }
         let summary = summarise(kind.name(), workers, &records, wall);
         println!("{}", table_row(&summary));
-        write_summary(
-            json.as_mut(),
-            &summary,
-            &[
-                ("profile", levels.common.profile.clone().into()),
-                ("group_commit", (!levels.common.no_group_commit).into()),
-            ],
-        )?;
+        let mut extra = vec![
+            ("profile", levels.common.profile.clone().into()),
+            ("group_commit", (!levels.common.no_group_commit).into()),
+        ];
+        if let Some(threshold) = dv_inline_threshold {
+            extra.push(("dv_inline_threshold", threshold.into()));
+        }
+        write_summary(json.as_mut(), &summary, &extra)?;
     }
     Ok(())
 }
 
 /// A table of one file holding `2 * ops` rows for each of `workers` delete workers (ids
-/// from `worker * 1,000,000`), with deletion vectors on and kept inline up to 8 KiB, so
-/// the DVs of every delete stay in the log (and can be united in a group commit).
-async fn seed_deletes(url: &str, workers: usize, ops: i64) -> Result<(), BoxError> {
+/// from `worker * 1,000,000`), with deletion vectors on and kept inline up to
+/// `dv_inline_threshold` bytes (8 KiB by default, so the DVs of every delete stay in the
+/// log; 0 puts every one in a DV file). Either way a group commit unites them.
+async fn seed_deletes(
+    url: &str,
+    workers: usize,
+    ops: i64,
+    dv_inline_threshold: usize,
+) -> Result<(), BoxError> {
     let mut table = Table::create(url)
         .with_arrow_schema(&schema())
         .with_property(tarn::properties::ENABLE_DELETION_VECTORS, "true")
-        .with_property(tarn::properties::DV_INLINE_THRESHOLD, "8192")
+        .with_property(
+            tarn::properties::DV_INLINE_THRESHOLD,
+            dv_inline_threshold.to_string(),
+        )
         .execute()
         .await?;
     let batches = (0..workers as i64)
