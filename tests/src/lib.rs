@@ -14,6 +14,7 @@ pub mod fixtures;
 pub mod gate;
 pub mod golden;
 pub mod grouped;
+pub mod hiding;
 pub mod log;
 pub mod matrix;
 pub mod minio;

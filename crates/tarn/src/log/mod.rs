@@ -24,7 +24,8 @@ use crate::protocol::Action;
 use crate::protocol::actions::ActionLine;
 use crate::protocol::names::{
     CLAIMS_DIR, CheckpointKind, DELTA_LOG_DIR, LAST_CHECKPOINT, LogFileKind, PROPOSALS_DIR,
-    parse_claim_file_name, parse_log_file_name, parse_proposal_file_name, version_prefix,
+    commit_file_name, parse_claim_file_name, parse_log_file_name, parse_proposal_file_name,
+    version_prefix,
 };
 
 /// How many log objects are fetched at once.
@@ -112,7 +113,47 @@ pub(crate) async fn list_log(
         store.list(Some(&dir)).try_collect().await
     }
     .map_err(Error::store("list", &dir))?;
-    Ok(group_listing(&dir, listed, start))
+    let mut listing = group_listing(&dir, listed, start);
+    fill_gaps(store, &dir, &mut listing, start).await;
+    Ok(listing)
+}
+
+/// Most missing commits a listing's gaps are looked up for, one HEAD each.
+const MAX_GAP_HEADS: usize = 64;
+
+/// Fills the gaps a LIST that raced commits can leave. A LIST is no snapshot: a local
+/// directory is read in hash order and S3 page by page, so under a crowd of writers a
+/// listing can show a version and miss one before it that was written earlier. Each
+/// commit missing between `floor` (the listing's start, or just past its newest
+/// checkpoint, below which commits may be cleaned up) and the newest listed one is looked
+/// up with a HEAD, which does not race; one truly missing stays a gap, for the reader to
+/// report as [`Error::VersionGap`].
+async fn fill_gaps(store: &dyn ObjectStore, dir: &Path, listing: &mut LogListing, start: i64) {
+    let Some(&top) = listing.commits.keys().next_back() else {
+        return;
+    };
+    let floor = listing
+        .checkpoints
+        .keys()
+        .next_back()
+        .map_or(start, |c| start.max(c + 1));
+    let missing: Vec<i64> = (floor..top)
+        .filter(|v| !listing.commits.contains_key(v))
+        .take(MAX_GAP_HEADS + 1)
+        .collect();
+    if missing.is_empty() || missing.len() > MAX_GAP_HEADS {
+        return;
+    }
+    let heads = futures::future::join_all(missing.iter().map(|v| {
+        let path = dir.clone().join(commit_file_name(*v));
+        async move { store.head(&path).await }
+    }))
+    .await;
+    for (v, head) in missing.into_iter().zip(heads) {
+        if let Ok(meta) = head {
+            listing.commits.insert(v, meta);
+        }
+    }
 }
 
 /// How many objects one LIST response holds at most on S3 (and MinIO, GCS, Azure: at
@@ -136,7 +177,12 @@ pub(crate) async fn list_whole_log_if_short(
         .try_collect()
         .await
         .ok()?;
-    (listed.len() < LIST_PAGE).then(|| group_listing(&dir, listed, 0))
+    if listed.len() >= LIST_PAGE {
+        return None;
+    }
+    let mut listing = group_listing(&dir, listed, 0);
+    fill_gaps(store, &dir, &mut listing, 0).await;
+    Some(listing)
 }
 
 /// Groups the objects of a log listing by version, from `start` on.
