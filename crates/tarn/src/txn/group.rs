@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::IsolationLevel;
 use super::conflict::{Ours, ReadSet, WinningCommit};
-use super::group_dv::{GroupFiles, admit};
+use super::group_dv::{GroupFiles, admit, prefetch};
 use super::group_reads::{read_proposals, read_versions};
 use crate::cache::Caches;
 use crate::error::{Error, Result};
@@ -423,6 +423,25 @@ pub(crate) async fn gather(
         memory.proposals.insert(path, read);
     }
 
+    // DVs in files that admissions may unite are read at once, not one by one.
+    {
+        let mut writers: Vec<&[Action]> = vec![own.actions];
+        writers.extend(
+            candidates
+                .iter()
+                .filter_map(|r| memory.proposals.get(&r.location))
+                .filter_map(|read| read.as_ref().map(|(p, _)| p.actions.as_slice())),
+        );
+        if oldest + 1 < version {
+            writers.extend(
+                memory
+                    .commits
+                    .range(oldest + 1..version)
+                    .map(|(_, a)| a.as_slice()),
+            );
+        }
+        prefetch(base, &writers).await;
+    }
     let mut members: Vec<WinningCommit> = vec![member(
         version,
         own.operation,

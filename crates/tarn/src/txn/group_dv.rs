@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use futures::StreamExt;
 use roaring::RoaringTreemap;
 
 use super::conflict::{DvRebase, Ours, WinningCommit, check};
@@ -84,6 +85,52 @@ pub(crate) async fn admit(
     files.record(base, &actions, &changes.loaded, &rewritten);
     Some(actions)
 }
+
+/// Loads at once, into the table handle's DV cache, the deletion vectors stored in files
+/// that admitting a group may unite: those of files that more than one of `writers` (the
+/// committer's own actions, the candidates', and the commits they catch up with) removed.
+/// Each admission then finds them there instead of waiting on a GET of its own, one after
+/// another. A DV that cannot be read is left for the admission to find so.
+pub(crate) async fn prefetch(base: &Snapshot, writers: &[&[Action]]) {
+    let location = base.location();
+    let mut removers: HashMap<String, usize> = HashMap::new();
+    for actions in writers {
+        let removed: BTreeSet<String> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Remove(r) => Some(paths::canonical(location, &r.path)),
+                _ => None,
+            })
+            .collect();
+        for path in removed {
+            *removers.entry(path).or_default() += 1;
+        }
+    }
+    let mut wanted: HashMap<String, DeletionVectorDescriptor> = HashMap::new();
+    for action in writers.iter().flat_map(|a| a.iter()) {
+        let (path, dv) = match action {
+            Action::Remove(r) => (&r.path, &r.deletion_vector),
+            Action::Add(a) => (&a.path, &a.deletion_vector),
+            _ => continue,
+        };
+        if let Some(dv) = dv
+            && dv.storage_type != "i"
+            && removers
+                .get(&paths::canonical(location, path))
+                .is_some_and(|n| *n > 1)
+        {
+            wanted.insert(dv.unique_id(), dv.clone());
+        }
+    }
+    futures::stream::iter(wanted.into_values())
+        .for_each_concurrent(PREFETCH_AT_ONCE, |dv| async move {
+            let _ = deletion_vector_of(base, &dv).await;
+        })
+        .await;
+}
+
+/// DV files a committer reads at once.
+const PREFETCH_AT_ONCE: usize = 32;
 
 /// A file a proposal changes through a deletion vector (it removes the file and adds it
 /// back with a DV), as its writer recorded it: the descriptors, before and after.
