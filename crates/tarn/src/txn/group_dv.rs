@@ -5,8 +5,9 @@
 //! Within one commit a file then appears once: the first member's `add` takes the united
 //! DV, and later members drop their `remove` and `add` of it.
 //!
-//! DVs, inline or in files, are loaded only when a uniting needs their rows (a DV file
-//! costs a ranged GET, once per table handle). A united DV that does not fit inline goes
+//! DVs, inline or in files, are loaded only when a uniting needs their rows; the DV files
+//! of files more than one writer changed are read at once before admitting ([`prefetch`]),
+//! through the table handle's DV cache. A united DV that does not fit inline goes
 //! into one new DV file per commit, written by the committer before it puts the commit
 //! ([`GroupFiles::write_dvs`]); if that PUT fails, the commit carries no one. A uniting
 //! that would delete every row of a file is left to its own writer (who removes the file
