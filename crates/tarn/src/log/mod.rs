@@ -136,7 +136,7 @@ async fn fill_gaps(store: &dyn ObjectStore, dir: &Path, listing: &mut LogListing
         .checkpoints
         .keys()
         .next_back()
-        .map_or(start, |c| start.max(c + 1));
+        .map_or(start, |c| start.max(c.saturating_add(1)));
     let missing: Vec<i64> = (floor..top)
         .filter(|v| !listing.commits.contains_key(v))
         .take(MAX_GAP_HEADS + 1)

@@ -425,22 +425,21 @@ pub(crate) async fn gather(
 
     // DVs in files that admissions may unite are read at once, not one by one.
     {
-        let mut writers: Vec<&[Action]> = vec![own.actions];
-        writers.extend(
-            candidates
-                .iter()
-                .filter_map(|r| memory.proposals.get(&r.location))
-                .filter_map(|read| read.as_ref().map(|(p, _)| p.actions.as_slice())),
-        );
+        let mut settled: Vec<&[Action]> = vec![own.actions];
         if oldest + 1 < version {
-            writers.extend(
+            settled.extend(
                 memory
                     .commits
                     .range(oldest + 1..version)
                     .map(|(_, a)| a.as_slice()),
             );
         }
-        prefetch(base, &writers).await;
+        let proposed: Vec<&[Action]> = candidates
+            .iter()
+            .filter_map(|r| memory.proposals.get(&r.location))
+            .filter_map(|read| read.as_ref().map(|(p, _)| p.actions.as_slice()))
+            .collect();
+        prefetch(base, &settled, &proposed).await;
     }
     let mut members: Vec<WinningCommit> = vec![member(
         version,

@@ -83,42 +83,74 @@ pub(crate) async fn admit(
     {
         return None;
     }
+    // A file united with a commit that a member before it changed too is joined above,
+    // and its `add` dropped; one still here would take that member's DV, not the union.
+    if rewritten
+        .iter()
+        .any(|p| !joined.contains(p) && files.files.contains_key(p))
+    {
+        return None;
+    }
     files.record(base, &actions, &changes.loaded, &rewritten);
     Some(actions)
 }
 
 /// Loads at once, into the table handle's DV cache, the deletion vectors stored in files
-/// that admitting a group may unite: those of files that more than one of `writers` (the
-/// committer's own actions, the candidates', and the commits they catch up with) removed.
-/// Each admission then finds them there instead of waiting on a GET of its own, one after
-/// another. A DV that cannot be read is left for the admission to find so.
-pub(crate) async fn prefetch(base: &Snapshot, writers: &[&[Action]]) {
+/// that admitting `candidates` (the proposals' actions) may unite: for each file that a
+/// candidate removed and another writer too (another candidate, or one of `settled`: the
+/// committer's own actions and the commits the candidates catch up with), the candidates'
+/// DVs of it, before and after, and the DVs the settled writers added. Each admission then
+/// finds them there instead of waiting on a GET of its own, one after another. A DV that
+/// cannot be read is left for the admission to find so.
+pub(crate) async fn prefetch(base: &Snapshot, settled: &[&[Action]], candidates: &[&[Action]]) {
     let location = base.location();
-    let mut removers: HashMap<String, usize> = HashMap::new();
-    for actions in writers {
-        let removed: BTreeSet<String> = actions
+    let removed_by = |actions: &[Action]| -> BTreeSet<String> {
+        actions
             .iter()
             .filter_map(|a| match a {
                 Action::Remove(r) => Some(paths::canonical(location, &r.path)),
                 _ => None,
             })
-            .collect();
-        for path in removed {
-            *removers.entry(path).or_default() += 1;
+            .collect()
+    };
+    // Per file: writers that removed it, and whether a candidate is among them.
+    let mut removers: HashMap<String, (usize, bool)> = HashMap::new();
+    for (actions, candidate) in settled
+        .iter()
+        .map(|a| (a, false))
+        .chain(candidates.iter().map(|a| (a, true)))
+    {
+        for path in removed_by(actions) {
+            let entry = removers.entry(path).or_default();
+            entry.0 += 1;
+            entry.1 |= candidate;
         }
     }
+    let shared = |path: &str| {
+        removers
+            .get(&paths::canonical(location, path))
+            .is_some_and(|(n, candidate)| *n > 1 && *candidate)
+    };
     let mut wanted: HashMap<String, DeletionVectorDescriptor> = HashMap::new();
-    for action in writers.iter().flat_map(|a| a.iter()) {
-        let (path, dv) = match action {
-            Action::Remove(r) => (&r.path, &r.deletion_vector),
-            Action::Add(a) => (&a.path, &a.deletion_vector),
-            _ => continue,
-        };
+    let settled_adds = settled
+        .iter()
+        .flat_map(|a| a.iter())
+        .filter_map(|a| match a {
+            Action::Add(add) => Some((&add.path, &add.deletion_vector)),
+            _ => None,
+        });
+    let candidate_dvs = candidates
+        .iter()
+        .flat_map(|a| a.iter())
+        .filter_map(|a| match a {
+            Action::Remove(r) => Some((&r.path, &r.deletion_vector)),
+            Action::Add(add) => Some((&add.path, &add.deletion_vector)),
+            _ => None,
+        });
+    for (path, dv) in settled_adds.chain(candidate_dvs) {
         if let Some(dv) = dv
             && dv.storage_type != "i"
-            && removers
-                .get(&paths::canonical(location, path))
-                .is_some_and(|n| *n > 1)
+            && shared(path)
         {
             wanted.insert(dv.unique_id(), dv.clone());
         }
