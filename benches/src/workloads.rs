@@ -97,7 +97,7 @@ pub(crate) fn parquet_bytes(batches: &[RecordBatch]) -> Result<u64, BenchError> 
         return Ok(0);
     };
     let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
+        .set_compression(Compression::LZ4_RAW)
         .build();
     let mut writer = ArrowWriter::try_new(Vec::new(), first.schema(), Some(props))?;
     for b in batches {

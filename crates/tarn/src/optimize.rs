@@ -255,6 +255,7 @@ impl OptimizeBuilder<'_> {
                     target_file_size: target,
                     stats_columns: StatsColumns::of(&snapshot)?,
                     writer_properties: None,
+                    compression: snapshot.properties().data_compression()?,
                     modification_time: now,
                     capture: capture.clone(),
                     file_per_batch: false,

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use parquet::basic::{Compression, ZstdLevel};
+
+use crate::error::{Error, Result};
 use crate::protocol::Metadata;
 
 /// `delta.checkpointInterval`
@@ -45,6 +48,11 @@ pub const DML_STRATEGY: &str = "tarn.dml.strategy";
 /// `tarn.deletionVectors.inlineThreshold`: deletion vectors whose data is at most this many
 /// bytes are stored inline in the log (default 64).
 pub const DV_INLINE_THRESHOLD: &str = "tarn.deletionVectors.inlineThreshold";
+/// `tarn.parquet.compression`: the codec of the data files Tarn writes, `lz4_raw`
+/// (default), `snappy`, `zstd` or `uncompressed`. LZ4_RAW decompresses about twice as fast
+/// as Snappy at the same size; `snappy` suits readers older than Parquet 1.13 (Spark 3.4
+/// and before).
+pub const PARQUET_COMPRESSION: &str = "tarn.parquet.compression";
 /// `tarn.index.inlineMinRows`: data files with fewer rows than this get no inline index
 /// segment when written (default 0: every file gets one); scans read such files with
 /// statistics pruning, and `optimize_indices` indexes them later.
@@ -150,6 +158,25 @@ impl<'a> TableProperties<'a> {
         self.get(TARGET_FILE_SIZE)
             .and_then(|v| v.trim().parse().ok())
             .filter(|v| *v > 0)
+    }
+
+    /// The codec of new data files ([`PARQUET_COMPRESSION`], default LZ4_RAW).
+    ///
+    /// Fails with [`Error::InvalidArgument`] when the property names no codec Tarn writes.
+    pub fn data_compression(&self) -> Result<Compression> {
+        let Some(value) = self.get(PARQUET_COMPRESSION) else {
+            return Ok(Compression::LZ4_RAW);
+        };
+        match value.trim().to_ascii_lowercase().as_str() {
+            "lz4_raw" | "lz4raw" => Ok(Compression::LZ4_RAW),
+            "snappy" => Ok(Compression::SNAPPY),
+            "zstd" => Ok(Compression::ZSTD(ZstdLevel::default())),
+            "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
+            _ => Err(Error::InvalidArgument {
+                name: PARQUET_COMPRESSION,
+                reason: format!("{value:?} is none of lz4_raw, snappy, zstd or uncompressed"),
+            }),
+        }
     }
 
     /// The column mapping mode.

@@ -102,6 +102,7 @@ pub(crate) async fn write_feed(
         target_file_size: DEFAULT_TARGET_FILE_SIZE,
         stats_columns: StatsColumns::default(),
         writer_properties: None,
+        compression: snapshot.properties().data_compression()?,
         modification_time: now_ms,
         capture: Vec::new(),
         file_per_batch: false,

@@ -312,6 +312,7 @@ pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWrit
             .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
         stats_columns: StatsColumns::of(snapshot)?,
         writer_properties: None,
+        compression: snapshot.properties().data_compression()?,
         modification_time: now_ms,
         capture: InlineSegments::of(snapshot)?.columns(),
         file_per_batch: false,

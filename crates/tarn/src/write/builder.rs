@@ -319,6 +319,7 @@ impl WriteBuilder<'_> {
             target_file_size,
             stats_columns: StatsColumns::of(&snapshot)?,
             writer_properties,
+            compression: snapshot.properties().data_compression()?,
             modification_time: now,
             capture: capture.clone(),
             file_per_batch: false,

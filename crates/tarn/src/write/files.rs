@@ -11,7 +11,9 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use tarn_store::StoreLocation;
 
 use crate::error::{Error, Result};
@@ -49,6 +51,8 @@ pub(crate) struct FileWriteOptions {
     /// Which columns get statistics.
     pub(crate) stats_columns: super::StatsColumns,
     pub(crate) writer_properties: Option<WriterProperties>,
+    /// The codec of the files, unless `writer_properties` are given.
+    pub(crate) compression: Compression,
     /// The `modificationTime` of the files' `add` actions, ms since the epoch.
     pub(crate) modification_time: i64,
     /// Columns whose values each file keeps, in row order, for indices built inline.
@@ -406,7 +410,7 @@ pub(super) fn encode(
         .collect();
     let mut open: HashMap<Vec<Option<String>>, OpenFile> = HashMap::new();
     let mut counter = 0usize;
-    let mut settings = FileSettings::default();
+    let mut settings = FileSettings::new(options.compression);
     let mut input = Input::new(batches);
     while let Some(batch) = input.next() {
         options.checks.verify(&batch)?;
@@ -422,16 +426,6 @@ pub(super) fn encode(
                 let file = match open.get_mut(&key) {
                     Some(f) => f,
                     None => {
-                        let relative =
-                            file_name(partition_columns, &key, counter, options.change_data);
-                        counter += 1;
-                        let sink = FileSink::new(match destination {
-                            Some(d) => Some((
-                                Arc::clone(&d.store),
-                                crate::paths::join_relative(&d.root, &relative)?,
-                            )),
-                            None => None,
-                        });
                         let props = options.writer_properties.clone().unwrap_or_else(|| {
                             let rest = part.slice(offset - len, part.num_rows() + len - offset);
                             settings.of(&rest, || {
@@ -450,6 +444,18 @@ pub(super) fn encode(
                                     .map(|(_, _, part)| part)
                                     .collect()
                             })
+                        });
+                        // Named after the codec the file is written with, as Spark does.
+                        let codec = props.compression(&ColumnPath::new(Vec::new()));
+                        let relative =
+                            file_name(partition_columns, &key, counter, options.change_data, codec);
+                        counter += 1;
+                        let sink = FileSink::new(match destination {
+                            Some(d) => Some((
+                                Arc::clone(&d.store),
+                                crate::paths::join_relative(&d.root, &relative)?,
+                            )),
+                            None => None,
                         });
                         let writer =
                             ArrowWriter::try_new(sink, Arc::clone(&data_schema), Some(props))

@@ -52,6 +52,7 @@ impl Transaction {
                 target_file_size: u64::MAX,
                 stats_columns: StatsColumns::of(&snapshot)?,
                 writer_properties: None,
+                compression: snapshot.properties().data_compression()?,
                 modification_time: self.now_ms(),
                 capture: capture.clone(),
                 file_per_batch: true,

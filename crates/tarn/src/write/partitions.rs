@@ -12,17 +12,21 @@ use crate::error::{Error, Result};
 use crate::expr::Scalar;
 use crate::paths::{NULL_PARTITION, hive_escape};
 use crate::protocol::{PartitionValues, StructType};
+use parquet::basic::Compression;
+
 use crate::snapshot::PartitionColumn;
 
 use super::physical::relabel;
 
-/// `[p1=v1/p2=v2/]part-<n>-<uuid>-c000.snappy.parquet`, or for change data
-/// `_change_data/[p1=v1/]cdc-<n>-<uuid>.c000.snappy.parquet` as Spark names them.
+/// `[p1=v1/p2=v2/]part-<n>-<uuid>-c000.<codec>.parquet`, or for change data
+/// `_change_data/[p1=v1/]cdc-<n>-<uuid>.c000.<codec>.parquet`, as Spark names them (codec
+/// `lz4raw`, `snappy`, `zstd`, or none for uncompressed files).
 pub(super) fn file_name(
     partition_columns: &[PartitionColumn],
     key: &[Option<String>],
     counter: usize,
     change_data: bool,
+    compression: Compression,
 ) -> String {
     let mut path = String::new();
     if change_data {
@@ -35,9 +39,18 @@ pub(super) fn file_name(
         };
         path.push_str(&format!("{}={value}/", hive_escape(&column.physical_name)));
     }
+    let codec = match compression {
+        Compression::LZ4_RAW => ".lz4raw",
+        Compression::SNAPPY => ".snappy",
+        Compression::ZSTD(_) => ".zstd",
+        Compression::GZIP(_) => ".gz",
+        Compression::LZ4 => ".lz4hadoop",
+        Compression::BROTLI(_) => ".br",
+        Compression::UNCOMPRESSED | Compression::LZO => "",
+    };
     let name = match change_data {
-        true => format!("cdc-{counter:05}-{}.c000.snappy.parquet", Uuid::new_v4()),
-        false => format!("part-{counter:05}-{}-c000.snappy.parquet", Uuid::new_v4()),
+        true => format!("cdc-{counter:05}-{}.c000{codec}.parquet", Uuid::new_v4()),
+        false => format!("part-{counter:05}-{}-c000{codec}.parquet", Uuid::new_v4()),
     };
     path.push_str(&name);
     path
