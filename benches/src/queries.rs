@@ -105,7 +105,11 @@ impl Query {
             }
             return Ok(scan.count().await? as f64);
         }
-        let mut scan = snapshot.scan().select([self.column()]);
+        // Strings come back as views, as DataFusion reads them.
+        let mut scan = snapshot
+            .scan()
+            .select([self.column()])
+            .with_string_views(true);
         if let Some(filter) = self.filter() {
             scan = scan.filter(filter);
         }

@@ -38,6 +38,40 @@ pub(crate) struct DataFile {
     pub(crate) errors: DataFileErrors,
 }
 
+/// A data file's reader `metadata` with the top-level columns at `roots` decoded as
+/// `Utf8View` or `BinaryView`, those of them that are strings or binaries.
+///
+/// Fails with [`crate::Error::Parquet`] when the reader refuses the schema.
+pub(crate) fn with_views(
+    metadata: &ArrowReaderMetadata,
+    errors: &DataFileErrors,
+    roots: &[usize],
+) -> crate::Result<ArrowReaderMetadata> {
+    let schema = metadata.schema();
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let view = match f.data_type() {
+                ArrowType::Utf8 | ArrowType::LargeUtf8 => ArrowType::Utf8View,
+                ArrowType::Binary | ArrowType::LargeBinary => ArrowType::BinaryView,
+                _ => return Arc::clone(f),
+            };
+            match roots.contains(&i) {
+                true => Arc::new(Field::clone(f).with_data_type(view)),
+                false => Arc::clone(f),
+            }
+        })
+        .collect();
+    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+    let options = ArrowReaderOptions::new()
+        .with_offset_index_policy(PageIndexPolicy::Optional)
+        .with_schema(Arc::new(schema));
+    ArrowReaderMetadata::try_new(Arc::clone(metadata.metadata()), options)
+        .map_err(|e| errors.error(e))
+}
+
 /// Turns Parquet errors on one data file into typed errors: a missing object is
 /// [`crate::Error::DataFileNotFound`] naming the table-relative and the full path; any
 /// other failure is [`crate::Error::Parquet`] naming the full path.

@@ -18,7 +18,7 @@ use crate::dv::deletion_vector_of;
 use crate::error::{Error, Result};
 use crate::expr::may_match;
 use crate::protocol::{Add, StructField};
-use crate::reader::{decoder_panic, open_data_file};
+use crate::reader::{decoder_panic, open_data_file, with_views};
 use crate::snapshot::Snapshot;
 
 /// The live rows of one data file (those its deletion vector does not mark), in the
@@ -267,17 +267,26 @@ pub(super) async fn read_file(
         .map(|p| p.name.as_str())
         .collect();
 
-    // Data columns to read, by their root index in the file.
+    // Data columns to read, by their root index in the file, and those decoded as views.
     let mut roots = Vec::new();
-    for field in ctx
+    let mut view_roots = Vec::new();
+    for (field, read) in ctx
         .read_fields
         .iter()
-        .filter(|f| !partition_names.contains(&f.name.as_str()))
+        .zip(ctx.read_schema.fields())
+        .filter(|(f, _)| !partition_names.contains(&f.name.as_str()))
     {
         if let Some(i) = find_field(file_schema.fields(), field, Source::File(mode)) {
             roots.push(i);
+            if super::is_view(read.data_type()) {
+                view_roots.push(i);
+            }
         }
     }
+    let reader_metadata = match view_roots.is_empty() {
+        true => data.metadata.clone(),
+        false => with_views(&data.metadata, &errors, &view_roots)?,
+    };
     roots.sort_unstable();
     roots.dedup();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
@@ -321,7 +330,7 @@ pub(super) async fn read_file(
         let kept: Vec<(u64, u64)> = share.iter().map(|rg| starts[*rg]).collect();
         let mut share_builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
             data.reader.clone(),
-            data.metadata.clone(),
+            reader_metadata.clone(),
         )
         .with_projection(mask.clone())
         .with_batch_size(ctx.batch_size)
