@@ -174,20 +174,30 @@ async fn data_files_take_the_tables_codec_and_are_named_after_it() {
         Compression::ZSTD(_)
     ));
 
-    // A codec Tarn does not write: the write fails, naming the property, and commits
-    // nothing.
-    let _ = table
+    // A codec Tarn does not write is refused when set, naming the property, and commits
+    // nothing; a table is not created with one either.
+    let version = table.version();
+    let err = table
         .set_properties([("tarn.parquet.compression", "lzo")])
         .await
-        .unwrap();
-    let version = table.version();
-    let err = table.append([batch(10_000)]).await.unwrap_err();
+        .unwrap_err();
     assert!(
         matches!(err, Error::InvalidArgument { name, .. } if name == "tarn.parquet.compression"),
         "{err}"
     );
     table.refresh().await.unwrap();
     assert_eq!(table.version(), version);
+    let err = Table::create(dir.path().join("u").to_str().unwrap())
+        .with_arrow_schema(&schema)
+        .with_property("tarn.parquet.compression", "gzip-9")
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument { name, .. } if name == "tarn.parquet.compression"),
+        "{err}"
+    );
+    assert!(!dir.path().join("u").join("_delta_log").exists());
 
     // Every codec reads back: all rows but the deleted one.
     let read = table.scan().select(["id"]).collect().await.unwrap();

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::paths::validate_name;
+use crate::properties::{PARQUET_COMPRESSION, parse_compression};
 use crate::protocol::features::ensure_writable;
 use crate::protocol::mapping;
 use crate::protocol::{Action, DataType, Format, Metadata, Protocol, StructType};
@@ -143,7 +144,9 @@ impl CreateBuilder {
     pub fn validate(&self) -> Result<()> {
         let schema = self.delta_schema()?;
         validate_schema(&schema)?;
-        validate_partition_columns(&schema, &self.partition_columns)
+        validate_partition_columns(&schema, &self.partition_columns)?;
+        parse_compression(self.properties.get(PARQUET_COMPRESSION).map(String::as_str))?;
+        Ok(())
     }
 
     fn delta_schema(&self) -> Result<StructType> {
@@ -160,8 +163,9 @@ impl CreateBuilder {
     /// Writes version 0.
     ///
     /// Fails with [`Error::InvalidArgument`] without a schema or for bad column names
-    /// (empty, with `/` or control characters, duplicated), partition columns or a
-    /// `delta.columnMapping.mode` other than `none`, `name` or `id`,
+    /// (empty, with `/` or control characters, duplicated), partition columns, a
+    /// `delta.columnMapping.mode` other than `none`, `name` or `id`, or a
+    /// `tarn.parquet.compression` naming no codec Tarn writes,
     /// [`Error::InvalidSchema`] for Arrow types Delta lacks, and
     /// [`Error::TableAlreadyExists`] when the location already holds a table. With
     /// `delta.columnMapping.mode` `name` or `id`, every column gets a column id and a
@@ -174,6 +178,7 @@ impl CreateBuilder {
         let schema = self.delta_schema()?;
         validate_schema(&schema)?;
         validate_partition_columns(&schema, &self.partition_columns)?;
+        parse_compression(self.properties.get(PARQUET_COMPRESSION).map(String::as_str))?;
         let existing = if self.fresh_location {
             None
         } else {

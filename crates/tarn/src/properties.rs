@@ -164,19 +164,7 @@ impl<'a> TableProperties<'a> {
     ///
     /// Fails with [`Error::InvalidArgument`] when the property names no codec Tarn writes.
     pub fn data_compression(&self) -> Result<Compression> {
-        let Some(value) = self.get(PARQUET_COMPRESSION) else {
-            return Ok(Compression::LZ4_RAW);
-        };
-        match value.trim().to_ascii_lowercase().as_str() {
-            "lz4_raw" | "lz4raw" => Ok(Compression::LZ4_RAW),
-            "snappy" => Ok(Compression::SNAPPY),
-            "zstd" => Ok(Compression::ZSTD(ZstdLevel::default())),
-            "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
-            _ => Err(Error::InvalidArgument {
-                name: PARQUET_COMPRESSION,
-                reason: format!("{value:?} is none of lz4_raw, snappy, zstd or uncompressed"),
-            }),
-        }
+        parse_compression(self.get(PARQUET_COMPRESSION))
     }
 
     /// The column mapping mode.
@@ -237,6 +225,25 @@ impl<'a> TableProperties<'a> {
         self.get(DV_INLINE_THRESHOLD)
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(DEFAULT_DV_INLINE_THRESHOLD)
+    }
+}
+
+/// The codec a [`PARQUET_COMPRESSION`] value names (LZ4_RAW without one).
+///
+/// Fails with [`Error::InvalidArgument`] when it names no codec Tarn writes.
+pub(crate) fn parse_compression(value: Option<&str>) -> Result<Compression> {
+    let Some(value) = value else {
+        return Ok(Compression::LZ4_RAW);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "lz4_raw" | "lz4raw" => Ok(Compression::LZ4_RAW),
+        "snappy" => Ok(Compression::SNAPPY),
+        "zstd" => Ok(Compression::ZSTD(ZstdLevel::default())),
+        "uncompressed" | "none" => Ok(Compression::UNCOMPRESSED),
+        _ => Err(Error::InvalidArgument {
+            name: PARQUET_COMPRESSION,
+            reason: format!("{value:?} is none of lz4_raw, snappy, zstd or uncompressed"),
+        }),
     }
 }
 

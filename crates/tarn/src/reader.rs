@@ -362,3 +362,99 @@ impl MetadataSuffixFetch for &mut ObjectFileReader {
         .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray};
+    use futures::TryStreamExt;
+    use object_store::PutPayload;
+    use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
+
+    /// The columns at the view roots decode straight into views; the others, and a root
+    /// that is no string or binary, as written.
+    #[tokio::test]
+    async fn view_roots_decode_as_views_and_the_rest_as_written() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", ArrowType::Int64, false),
+            Field::new("name", ArrowType::Utf8, true),
+            Field::new("blob", ArrowType::Binary, true),
+            Field::new("tag", ArrowType::Utf8, false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(0..100)),
+            Arc::new(StringArray::from_iter(
+                (0..100).map(|i| (i % 3 != 0).then(|| format!("name {i}"))),
+            )),
+            Arc::new(BinaryArray::from_iter_values(
+                (0..100u8).map(|i| vec![i; usize::from(i % 20)]),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..100).map(|i| format!("t{i}")),
+            )),
+        ];
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
+        let mut writer = ArrowWriter::try_new(Vec::new(), Arc::clone(&schema), None).unwrap();
+        writer.write(&batch).unwrap();
+        let bytes = writer.into_inner().unwrap();
+
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let location = StoreLocation::new(
+            url::Url::parse("memory:///t/").unwrap(),
+            Arc::clone(&store),
+            Path::from("t"),
+        );
+        store
+            .put(
+                &Path::from("t/part-0.parquet"),
+                PutPayload::from(bytes.clone()),
+            )
+            .await
+            .unwrap();
+        let add = Add {
+            path: "part-0.parquet".into(),
+            partition_values: Default::default(),
+            size: bytes.len() as i64,
+            modification_time: 0,
+            data_change: true,
+            stats: None,
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        };
+        let file = open_data_file(&location, &add, &Caches::default())
+            .await
+            .unwrap();
+        // `id` is no string: asked for as a view, it stays as written.
+        let metadata = with_views(&file.metadata, &file.errors, &[0, 1, 2]).unwrap();
+        let read: Vec<RecordBatch> =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(file.reader.clone(), metadata)
+                .build()
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+        let types: Vec<ArrowType> = read[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ArrowType::Int64,
+                ArrowType::Utf8View,
+                ArrowType::BinaryView,
+                ArrowType::Utf8
+            ]
+        );
+        let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+        for (i, column) in read.columns().iter().enumerate() {
+            let plain = arrow::compute::cast(column, batch.column(i).data_type()).unwrap();
+            assert_eq!(plain.to_data(), batch.column(i).to_data(), "column {i}");
+        }
+    }
+}

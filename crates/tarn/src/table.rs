@@ -177,8 +177,9 @@ impl Table {
     /// every file that has no row ids yet with fresh ones.
     ///
     /// Fails with [`Error::InvalidArgument`] for empty keys, CHECK constraints
-    /// (`delta.constraints.*`: [`Table::add_constraint`] checks the rows) and any other
-    /// change of the column mapping mode, and as [`Transaction::commit`] does.
+    /// (`delta.constraints.*`: [`Table::add_constraint`] checks the rows), any other
+    /// change of the column mapping mode and a `tarn.parquet.compression` naming no codec
+    /// Tarn writes, and as [`Transaction::commit`] does.
     pub async fn set_properties(
         &mut self,
         properties: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
@@ -203,6 +204,8 @@ impl Table {
             names.push(key.clone());
             metadata.configuration.insert(key, Some(value.into()));
         }
+        // A codec no write could use is refused now, not at the next write.
+        crate::properties::TableProperties::new(&metadata).data_compression()?;
         let mut schema = self.schema().clone();
         let (before, after) = (
             mapping::mode_of(self.snapshot.metadata())?,

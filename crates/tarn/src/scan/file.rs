@@ -285,7 +285,9 @@ pub(super) async fn read_file(
     }
     let reader_metadata = match view_roots.is_empty() {
         true => data.metadata.clone(),
-        false => with_views(&data.metadata, &errors, &view_roots)?,
+        // A file the reader will not decode into views is read as written, then cast.
+        false => with_views(&data.metadata, &errors, &view_roots)
+            .unwrap_or_else(|_| data.metadata.clone()),
     };
     roots.sort_unstable();
     roots.dedup();

@@ -144,8 +144,9 @@ impl WriteBuilder<'_> {
     }
 
     /// Parquet writer settings for the data files (compression, row-group size,
-    /// encodings). Default: Snappy, data pages of at most 16,384 rows, Parquet's defaults
-    /// otherwise.
+    /// encodings), in place of Tarn's: the table's codec (`tarn.parquet.compression`,
+    /// LZ4_RAW unless set), data pages of at most 16,384 rows, each column's encoding
+    /// judged by its first rows, Parquet's defaults otherwise.
     pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
         self.writer_properties = Some(properties);
         self
@@ -318,8 +319,12 @@ impl WriteBuilder<'_> {
         let options = FileWriteOptions {
             target_file_size,
             stats_columns: StatsColumns::of(&snapshot)?,
+            // The caller's settings carry their own codec.
+            compression: match &writer_properties {
+                Some(_) => parquet::basic::Compression::UNCOMPRESSED,
+                None => snapshot.properties().data_compression()?,
+            },
             writer_properties,
-            compression: snapshot.properties().data_compression()?,
             modification_time: now,
             capture: capture.clone(),
             file_per_batch: false,
