@@ -12,13 +12,14 @@ use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
 use super::row_groups::RowGroupStats;
+use super::views::{is_view, with_views};
 use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, StableIds, assemble};
 use crate::conform::{Source, find_field};
 use crate::dv::deletion_vector_of;
 use crate::error::{Error, Result};
 use crate::expr::may_match;
 use crate::protocol::{Add, StructField};
-use crate::reader::{decoder_panic, open_data_file, with_views};
+use crate::reader::{decoder_panic, open_data_file};
 use crate::snapshot::Snapshot;
 
 /// The live rows of one data file (those its deletion vector does not mark), in the
@@ -278,7 +279,7 @@ pub(super) async fn read_file(
     {
         if let Some(i) = find_field(file_schema.fields(), field, Source::File(mode)) {
             roots.push(i);
-            if super::is_view(read.data_type()) {
+            if is_view(read.data_type()) {
                 view_roots.push(i);
             }
         }

@@ -11,6 +11,7 @@ mod min_max;
 mod predicates;
 mod row_groups;
 mod row_ids;
+mod views;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use crate::snapshot::Snapshot;
 use crate::stats::columns::{PARALLEL_FILES, PlanStats, plan_stats};
 use crate::stats::{ColumnInfo, FileStatsView, column_infos};
 use roaring::RoaringTreemap;
+use views::{as_view, is_view, to_type};
 
 /// A stream of record batches.
 pub type RecordBatchStream = BoxStream<'static, Result<RecordBatch>>;
@@ -682,32 +684,4 @@ fn assemble(
         &RecordBatchOptions::new().with_row_count(Some(projected.num_rows())),
     )
     .map_err(Error::arrow("projecting columns"))
-}
-
-/// Whether `ty` is a string or binary view.
-fn is_view(ty: &arrow::datatypes::DataType) -> bool {
-    matches!(
-        ty,
-        arrow::datatypes::DataType::Utf8View | arrow::datatypes::DataType::BinaryView
-    )
-}
-
-/// The field as a view, when it is a string or binary column; as it is otherwise.
-fn as_view(field: &arrow::datatypes::Field) -> arrow::datatypes::Field {
-    use arrow::datatypes::DataType;
-    match field.data_type() {
-        DataType::Utf8 | DataType::LargeUtf8 => field.clone().with_data_type(DataType::Utf8View),
-        DataType::Binary | DataType::LargeBinary => {
-            field.clone().with_data_type(DataType::BinaryView)
-        }
-        _ => field.clone(),
-    }
-}
-
-/// `column` cast to `ty`, unless it has that type already.
-fn to_type(column: ArrayRef, ty: &arrow::datatypes::DataType) -> Result<ArrayRef> {
-    if column.data_type() == ty {
-        return Ok(column);
-    }
-    arrow::compute::cast(&column, ty).map_err(Error::arrow(format!("reading a column as {ty}")))
 }

@@ -1,0 +1,174 @@
+//! Strings and binaries read as views (`Scan::with_string_views`): which types become
+//! views, the reader settings that decode a file's columns straight into them, and the
+//! cast for columns that arrive otherwise (partition values, predicate columns, columns
+//! a file lacks).
+
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::file::metadata::PageIndexPolicy;
+
+use crate::error::{Error, Result};
+use crate::reader::DataFileErrors;
+
+/// The view type a string or binary type is read as; `None` for other types.
+fn view_of(ty: &DataType) -> Option<DataType> {
+    match ty {
+        DataType::Utf8 | DataType::LargeUtf8 => Some(DataType::Utf8View),
+        DataType::Binary | DataType::LargeBinary => Some(DataType::BinaryView),
+        _ => None,
+    }
+}
+
+/// Whether `ty` is a string or binary view.
+pub(super) fn is_view(ty: &DataType) -> bool {
+    matches!(ty, DataType::Utf8View | DataType::BinaryView)
+}
+
+/// The field as a view, when it is a string or binary column; as it is otherwise.
+pub(super) fn as_view(field: &Field) -> Field {
+    match view_of(field.data_type()) {
+        Some(view) => field.clone().with_data_type(view),
+        None => field.clone(),
+    }
+}
+
+/// `column` cast to `ty`, unless it has that type already.
+pub(super) fn to_type(column: ArrayRef, ty: &DataType) -> Result<ArrayRef> {
+    if column.data_type() == ty {
+        return Ok(column);
+    }
+    arrow::compute::cast(&column, ty).map_err(Error::arrow(format!("reading a column as {ty}")))
+}
+
+/// A data file's reader `metadata` with the top-level columns at `roots` decoded as
+/// `Utf8View` or `BinaryView`, those of them that are strings or binaries.
+///
+/// Fails with [`Error::Parquet`] when the reader refuses the schema.
+pub(super) fn with_views(
+    metadata: &ArrowReaderMetadata,
+    errors: &DataFileErrors,
+    roots: &[usize],
+) -> Result<ArrowReaderMetadata> {
+    let schema = metadata.schema();
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match roots.contains(&i) {
+            true => Arc::new(as_view(f)),
+            false => Arc::clone(f),
+        })
+        .collect();
+    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+    let options = ArrowReaderOptions::new()
+        .with_offset_index_policy(PageIndexPolicy::Optional)
+        .with_schema(Arc::new(schema));
+    ArrowReaderMetadata::try_new(Arc::clone(metadata.metadata()), options)
+        .map_err(|e| errors.error(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{BinaryArray, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::DataType as ArrowType;
+    use futures::TryStreamExt;
+    use object_store::path::Path;
+    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+    use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
+    use tarn_store::StoreLocation;
+
+    use crate::cache::Caches;
+    use crate::protocol::Add;
+    use crate::reader::open_data_file;
+
+    /// The columns at the view roots decode straight into views; the others, and a root
+    /// that is no string or binary, as written.
+    #[tokio::test]
+    async fn view_roots_decode_as_views_and_the_rest_as_written() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", ArrowType::Int64, false),
+            Field::new("name", ArrowType::Utf8, true),
+            Field::new("blob", ArrowType::Binary, true),
+            Field::new("tag", ArrowType::Utf8, false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(0..100)),
+            Arc::new(StringArray::from_iter(
+                (0..100).map(|i| (i % 3 != 0).then(|| format!("name {i}"))),
+            )),
+            Arc::new(BinaryArray::from_iter_values(
+                (0..100u8).map(|i| vec![i; usize::from(i % 20)]),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                (0..100).map(|i| format!("t{i}")),
+            )),
+        ];
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
+        let mut writer = ArrowWriter::try_new(Vec::new(), Arc::clone(&schema), None).unwrap();
+        writer.write(&batch).unwrap();
+        let bytes = writer.into_inner().unwrap();
+
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let location = StoreLocation::new(
+            url::Url::parse("memory:///t/").unwrap(),
+            Arc::clone(&store),
+            Path::from("t"),
+        );
+        store
+            .put(
+                &Path::from("t/part-0.parquet"),
+                PutPayload::from(bytes.clone()),
+            )
+            .await
+            .unwrap();
+        let add = Add {
+            path: "part-0.parquet".into(),
+            partition_values: Default::default(),
+            size: bytes.len() as i64,
+            modification_time: 0,
+            data_change: true,
+            stats: None,
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        };
+        let file = open_data_file(&location, &add, &Caches::default())
+            .await
+            .unwrap();
+        // `id` is no string: asked for as a view, it stays as written.
+        let metadata = with_views(&file.metadata, &file.errors, &[0, 1, 2]).unwrap();
+        let read: Vec<RecordBatch> =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(file.reader.clone(), metadata)
+                .build()
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+        let types: Vec<ArrowType> = read[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ArrowType::Int64,
+                ArrowType::Utf8View,
+                ArrowType::BinaryView,
+                ArrowType::Utf8
+            ]
+        );
+        let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+        for (i, column) in read.columns().iter().enumerate() {
+            let plain = arrow::compute::cast(column, batch.column(i).data_type()).unwrap();
+            assert_eq!(plain.to_data(), batch.column(i).to_data(), "column {i}");
+        }
+    }
+}
