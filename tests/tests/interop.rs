@@ -482,78 +482,69 @@ async fn commits_carrying_other_writers_read_the_same_through_deltalake() {
 }
 
 /// A merge-on-read delete carried in another's commit: both delete rows of the one data
-/// file, so the commit holds that file once, its DV uniting both writers' rows, and
-/// delta-rs reads every version with Tarn's rows.
+/// file, so the commit holds that file once, its DV uniting both writers' rows (inline),
+/// and delta-rs reads every version with Tarn's rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_deltalake() {
-    use tarn::ChangeStrategy;
-
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("grouped_dvs");
-    let mut table = tarn_tests::fixtures::sales_table_of(&dir, 100).await;
-    let _ = table
-        .set_properties([("delta.enableDeletionVectors", "true")])
-        .await
-        .unwrap();
-    let location = table.snapshot().location().clone();
-    let delete = |predicate| delete_write(predicate, ChangeStrategy::MergeOnRead);
-    let version = commit_grouped(
-        &location,
-        delete(col("id").lt(lit(3i64))),
-        delete(col("id").eq(lit(50i64))),
+    assert_united_grouped_deletes(
+        "grouped_dvs",
+        &[],
+        col("id").eq(lit(50i64)),
+        |id| id < 3 || id == 50,
+        "i",
     )
     .await;
-    let actions = tarn_tests::log::actions_at(&location, version).await;
-    let adds: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("add")).collect();
-    let removes: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("remove")).collect();
-    assert_eq!((adds.len(), removes.len()), (1, 1), "{actions:?}");
-    assert_eq!(adds[0]["path"], removes[0]["path"]);
-    assert_eq!(adds[0]["deletionVector"]["cardinality"], 4);
-    assert_eq!(adds[0]["deletionVector"]["storageType"], "i");
-    table.refresh().await.unwrap();
-    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
-    let expected: Vec<i64> = (3..100).filter(|i| *i != 50).collect();
-    assert_eq!(ids, expected);
-    assert_every_version_same_through_deltalake(&location, &dir, version, "united DVs").await;
 }
 
-/// Two merge-on-read deletes of one file whose deletion vectors live in files, one carried
-/// in the other's commit: the committer unites both writers' rows into a DV file of its
-/// own, the commit holds the file once, and delta-rs reads every version with Tarn's rows.
+/// The same with deletion vectors in files: the committer unites both writers' rows into
+/// a DV file of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_vectors_in_files_united_in_one_grouped_commit_read_the_same_through_deltalake() {
+    assert_united_grouped_deletes(
+        "grouped_united_dv_files",
+        &[(tarn::properties::DV_INLINE_THRESHOLD, "0")],
+        col("id").gt_eq(lit(50i64)).and(col("id").lt(lit(60i64))),
+        |id| id < 3 || (50..60).contains(&id),
+        "u",
+    )
+    .await;
+}
+
+/// Deletes `id < 3` and `second` from a 100-row one-file table (DVs on, and `properties`),
+/// the second carried in the first's commit: the commit holds the file once, with a DV of
+/// `storage` type holding the rows `gone` picks; Tarn reads the rest, and delta-rs reads
+/// every version with Tarn's rows.
+async fn assert_united_grouped_deletes(
+    name: &str,
+    properties: &[(&str, &str)],
+    second: tarn::expr::Expr,
+    gone: impl Fn(i64) -> bool,
+    storage: &str,
+) {
     use tarn::ChangeStrategy;
 
     let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("grouped_united_dv_files");
+    let dir = root.path().join(name);
     let mut table = tarn_tests::fixtures::sales_table_of(&dir, 100).await;
-    let _ = table
-        .set_properties([
-            ("delta.enableDeletionVectors", "true"),
-            (tarn::properties::DV_INLINE_THRESHOLD, "0"),
-        ])
-        .await
-        .unwrap();
+    let mut props = vec![("delta.enableDeletionVectors", "true")];
+    props.extend_from_slice(properties);
+    let _ = table.set_properties(props).await.unwrap();
     let location = table.snapshot().location().clone();
     let delete = |predicate| delete_write(predicate, ChangeStrategy::MergeOnRead);
-    let version = commit_grouped(
-        &location,
-        delete(col("id").lt(lit(3i64))),
-        delete(col("id").gt_eq(lit(50i64)).and(col("id").lt(lit(60i64)))),
-    )
-    .await;
+    let version = commit_grouped(&location, delete(col("id").lt(lit(3i64))), delete(second)).await;
     let actions = tarn_tests::log::actions_at(&location, version).await;
     let adds: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("add")).collect();
     let removes: Vec<&serde_json::Value> = actions.iter().filter_map(|a| a.get("remove")).collect();
     assert_eq!((adds.len(), removes.len()), (1, 1), "{actions:?}");
     assert_eq!(adds[0]["path"], removes[0]["path"]);
-    assert_eq!(adds[0]["deletionVector"]["cardinality"], 13);
-    assert_eq!(adds[0]["deletionVector"]["storageType"], "u");
+    let deleted = (0..100).filter(|id| gone(*id)).count();
+    assert_eq!(adds[0]["deletionVector"]["cardinality"], deleted);
+    assert_eq!(adds[0]["deletionVector"]["storageType"], storage);
     table.refresh().await.unwrap();
     let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
-    let expected: Vec<i64> = (3..100).filter(|i| !(50..60).contains(i)).collect();
+    let expected: Vec<i64> = (0..100).filter(|id| !gone(*id)).collect();
     assert_eq!(ids, expected);
-    assert_every_version_same_through_deltalake(&location, &dir, version, "united DV files").await;
+    assert_every_version_same_through_deltalake(&location, &dir, version, name).await;
 }
 
 /// A merge-on-read delete whose deletion vector lives in a file, carried in another

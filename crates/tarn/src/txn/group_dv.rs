@@ -225,12 +225,12 @@ impl Changes {
             None => RoaringTreemap::new(),
         };
         let after = deletion_vector_of(base, &pending.after).await.ok()?;
-        self.loaded.push(DvChange {
-            path: pending.path.clone(),
-            rows: &after - &before,
+        self.loaded.push(DvChange::at(
+            pending.path.clone(),
             before,
-            physical_rows: pending.physical_rows,
-        });
+            after,
+            pending.physical_rows,
+        ));
         self.loaded.last_mut()
     }
 }

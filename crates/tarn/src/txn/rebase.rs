@@ -31,8 +31,20 @@ impl DvChange {
         rows: RoaringTreemap,
         physical_rows: u64,
     ) -> Self {
+        let path = paths::canonical(snapshot.location(), &add.path);
+        Self::at(path, before, rows, physical_rows)
+    }
+
+    /// The change that deletes `rows` of the file at the resolved `path`, whose DV held
+    /// `before`.
+    pub(crate) fn at(
+        path: String,
+        before: RoaringTreemap,
+        rows: RoaringTreemap,
+        physical_rows: u64,
+    ) -> Self {
         Self {
-            path: paths::canonical(snapshot.location(), &add.path),
+            path,
             rows: &rows - &before,
             before,
             physical_rows,
