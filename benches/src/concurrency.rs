@@ -25,6 +25,9 @@ pub struct OpRecord {
     pub requests: u64,
     /// Round trips it waited on one after another.
     pub round_trips: u64,
+    /// Its requests by kind (`PUT`, `GET`, `LIST`, ...; see `RequestCounts::by_kind`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests_by_kind: BTreeMap<String, u64>,
     /// The version written or read.
     pub version: i64,
     /// The error, when it failed.
@@ -84,6 +87,9 @@ pub struct LevelSummary {
     pub round_trips_per_op: f64,
     /// Mean requests per successful operation.
     pub requests_per_op: f64,
+    /// Mean requests of each kind per successful operation.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests_by_kind_per_op: BTreeMap<String, f64>,
     /// Failed operations by error kind.
     pub errors_by_kind: BTreeMap<String, usize>,
     /// The first error message of each kind, to say why.
@@ -130,6 +136,16 @@ pub fn summarise(mode: &str, workers: usize, records: &[OpRecord], wall: Duratio
         },
         round_trips_per_op: per_ok(&|r| r.round_trips as f64),
         requests_per_op: per_ok(&|r| r.requests as f64),
+        requests_by_kind_per_op: ok
+            .iter()
+            .flat_map(|r| &r.requests_by_kind)
+            .fold(BTreeMap::<String, u64>::new(), |mut kinds, (kind, n)| {
+                *kinds.entry(kind.clone()).or_insert(0) += n;
+                kinds
+            })
+            .into_iter()
+            .map(|(kind, n)| (kind, n as f64 / ok.len() as f64))
+            .collect(),
         errors_by_kind: records
             .iter()
             .filter(|r| !r.ok)
@@ -194,6 +210,12 @@ pub fn table_row(s: &LevelSummary) -> String {
     if let Some(mib) = s.peak_rss_mib {
         row.push_str(&format!("  peak {mib:.0} MiB"));
     }
+    if !s.requests_by_kind_per_op.is_empty() {
+        row.push(' ');
+        for (kind, n) in &s.requests_by_kind_per_op {
+            row.push_str(&format!(" {kind} {n:.1}"));
+        }
+    }
     for (kind, n) in &s.errors_by_kind {
         row.push_str(&format!("  {kind}: {n}"));
     }
@@ -217,6 +239,7 @@ mod tests {
             conflict: !ok,
             requests: 2,
             round_trips: 2,
+            requests_by_kind: [("PUT".to_string(), 1), ("LIST".to_string(), 1)].into(),
             version: 1,
             error: (!ok).then(|| "conflict".into()),
             error_kind: (!ok).then(|| "Conflict".into()),
@@ -245,5 +268,11 @@ mod tests {
         );
         assert_eq!(s.error_examples["Conflict"], "conflict");
         assert!(table_row(&s).contains("first Conflict: conflict"));
+        // Each successful record made a PUT and a LIST.
+        assert_eq!(
+            s.requests_by_kind_per_op,
+            BTreeMap::from([("LIST".to_string(), 1.0), ("PUT".to_string(), 1.0)])
+        );
+        assert!(table_row(&s).contains("  LIST 1.0 PUT 1.0"));
     }
 }

@@ -61,6 +61,24 @@ impl RequestCounts {
             + self.renames
     }
 
+    /// The request counts by kind (`PUT`, `multipart`, `GET`, `HEAD`, `LIST`, `DELETE`,
+    /// `COPY`, `RENAME`), leaving out the kinds with none.
+    pub fn by_kind(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        [
+            ("PUT", self.puts),
+            ("multipart", self.multipart_requests),
+            ("GET", self.gets),
+            ("HEAD", self.heads),
+            ("LIST", self.lists),
+            ("DELETE", self.deletes),
+            ("COPY", self.copies),
+            ("RENAME", self.renames),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+
     /// Requests that write: PUTs, multipart requests, deletes, copies and renames.
     pub fn writes(&self) -> u64 {
         self.puts + self.multipart_requests + self.deletes + self.copies + self.renames
@@ -528,6 +546,10 @@ mod tests {
         assert_eq!(counts.lists, 1);
         assert_eq!(counts.bytes_read, 3);
         assert_eq!(counts.critical_path, 2, "two parallel GETs, then one LIST");
+        assert_eq!(
+            counts.by_kind(),
+            std::collections::BTreeMap::from([("GET", 2), ("LIST", 1)])
+        );
         assert_eq!(counter.counts(), RequestCounts::default());
     }
 

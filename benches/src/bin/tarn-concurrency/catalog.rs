@@ -17,8 +17,8 @@ use tarn_bench::memory;
 use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
 
 use crate::levels::{
-    BoxError, json_sink, kill_loop, print_record, run_level, worker_command, worker_location,
-    write_summary,
+    BoxError, json_sink, kill_loop, kinds, print_record, run_level, worker_command,
+    worker_location, write_summary,
 };
 use crate::{CatalogLevels, Common, TortureArgs, WorkerArgs, WorkerKind};
 
@@ -290,6 +290,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
             conflict,
             requests: counts.requests(),
             round_trips: counts.critical_path,
+            requests_by_kind: kinds(&counts),
             version: -1,
             error: result.as_ref().err().map(ToString::to_string),
             error_kind: result.as_ref().err().map(error_kind),

@@ -2,6 +2,7 @@
 //! sees (faults, latency, counting), starting worker processes and collecting their
 //! records, the JSON lines, and the kill loop of the torture runs.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use tarn_bench::catalog::Rng;
 use tarn_bench::concurrency::{LevelSummary, OpRecord};
 use tarn_store::{
     CountingStore, Fault, FaultOp, FaultRule, FaultStore, HedgePolicy, HedgedStore, LatencyProfile,
-    LatencyStore, RequestCounter,
+    LatencyStore, RequestCounter, RequestCounts,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -243,4 +244,13 @@ pub(crate) async fn kill_loop(
             }
         }
     }
+}
+
+/// An operation's requests by kind, for its record.
+pub(crate) fn kinds(counts: &RequestCounts) -> BTreeMap<String, u64> {
+    counts
+        .by_kind()
+        .into_iter()
+        .map(|(kind, n)| (kind.to_string(), n))
+        .collect()
 }

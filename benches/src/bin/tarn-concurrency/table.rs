@@ -14,8 +14,8 @@ use tarn_bench::catalog::error_kind;
 use tarn_bench::concurrency::{Ack, OpRecord, summarise, table_header, table_row};
 
 use crate::levels::{
-    BoxError, json_sink, kill_loop, print_record, run_level, worker_command, worker_location,
-    write_summary,
+    BoxError, json_sink, kill_loop, kinds, print_record, run_level, worker_command,
+    worker_location, write_summary,
 };
 use crate::{Common, Levels, TortureArgs, WorkerArgs, WorkerKind};
 
@@ -94,6 +94,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                     conflict: matches!(result, Err(Error::Conflict { .. })),
                     requests: counts.requests(),
                     round_trips: counts.critical_path,
+                    requests_by_kind: kinds(&counts),
                     version: result.as_ref().map_or(-1, |c| c.version),
                     error: result.as_ref().err().map(ToString::to_string),
                     error_kind: result.as_ref().err().map(error_kind),
@@ -125,6 +126,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                     conflict: false,
                     requests: counts.requests(),
                     round_trips: counts.critical_path,
+                    requests_by_kind: kinds(&counts),
                     version: result.as_ref().map_or(-1, Snapshot::version),
                     error: result.as_ref().err().map(ToString::to_string),
                     error_kind: result.as_ref().err().map(error_kind),
