@@ -124,3 +124,46 @@ async fn a_fresh_handle_reads_the_commits_that_decided_the_backlog() {
     commit_by_hand(dir.path(), 2, "other", &[], &[other]);
     assert_eq!(commit_and_check(&location, &fresh).await, 3);
 }
+
+/// A process that waits for its background work before its runtime shuts down (as it
+/// exits) leaves no decided proposal listed: the carried writer's delete of its own
+/// proposal, slowed to a second here, lands before the runtime drops it.
+#[test]
+fn writers_that_settle_before_exiting_leave_no_decided_proposal_listed() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tarn_store::{LatencyProfile, LatencyStore, OpLatency};
+    use tarn_tests::fixtures::sales_batch;
+    use tarn_tests::grouped::{append_write, commit_grouped};
+
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("settled");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let settled = runtime.block_on(async {
+        let table = tarn_tests::fixtures::sales_table_of(&dir, 10).await;
+        let location = table.snapshot().location().clone();
+        // Deletes (and copies, renames) take a second; every other request none.
+        let slow_deletes = LatencyProfile {
+            other: OpLatency::ms(1_000, 1_000),
+            ..LatencyProfile::none()
+        };
+        let store = LatencyStore::new(Arc::clone(location.store()), slow_deletes, 5);
+        let slow = location.with_store(Arc::new(store));
+        let first = append_write(sales_batch(10, 20));
+        let carried = append_write(sales_batch(20, 30));
+        // It panics unless the commit names both writers.
+        commit_grouped(&slow, first, carried).await;
+        tarn::settle_background_work(Duration::from_secs(30)).await
+    });
+    drop(runtime);
+    assert!(settled, "background work still running after 30 s");
+    let proposals = dir.join("_delta_log").join("_tarn_proposals");
+    let left: Vec<_> = std::fs::read_dir(&proposals)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "proposals left listed: {left:?}");
+}

@@ -52,6 +52,7 @@ pub mod index;
 pub mod properties;
 pub mod protocol;
 
+mod background;
 mod cache;
 mod changes;
 mod conform;
@@ -70,6 +71,7 @@ mod txn;
 mod vacuum;
 mod write;
 
+pub use background::settle_background_work;
 pub use changes::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;

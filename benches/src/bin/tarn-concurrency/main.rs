@@ -272,6 +272,9 @@ enum Mode {
 /// ids, and tantivy then failed to start an index writer.
 const WORKER_BLOCKING_THREADS: usize = 16;
 
+/// How long a worker waits, once done, for the work its commits left running.
+const WORKER_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -308,16 +311,22 @@ async fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         Mode::CatalogWarmRead(l) => catalog::levels(l, WorkerKind::CatalogWarmRead).await,
         Mode::CatalogTorture { torture, ops } => catalog::torture(torture, ops).await,
         Mode::Chart { json, out, mode } => chart::draw(&json, &out, mode.as_deref()),
-        Mode::Worker { common, worker } => match worker.kind {
-            WorkerKind::Write
-            | WorkerKind::Delete
-            | WorkerKind::ColdRead
-            | WorkerKind::WarmRead
-            | WorkerKind::ExactlyOnce => table::run_worker(common, worker).await,
-            WorkerKind::CatalogWrite
-            | WorkerKind::CatalogColdRead
-            | WorkerKind::CatalogWarmRead
-            | WorkerKind::CatalogExactlyOnce => catalog::run_worker(common, worker).await,
-        },
+        Mode::Worker { common, worker } => {
+            let result = match worker.kind {
+                WorkerKind::Write
+                | WorkerKind::Delete
+                | WorkerKind::ColdRead
+                | WorkerKind::WarmRead
+                | WorkerKind::ExactlyOnce => table::run_worker(common, worker).await,
+                WorkerKind::CatalogWrite
+                | WorkerKind::CatalogColdRead
+                | WorkerKind::CatalogWarmRead
+                | WorkerKind::CatalogExactlyOnce => catalog::run_worker(common, worker).await,
+            };
+            // Its decided proposals deleted and its checkpoints written before it exits:
+            // left listed, every writer of the crowd that lists them reads them.
+            tarn::settle_background_work(WORKER_SETTLE).await;
+            result
+        }
     }
 }

@@ -70,7 +70,9 @@ pub(crate) fn maybe_checkpoint(
     }
     let snapshot = snapshot.clone();
     let clock = Arc::clone(clock);
-    let task = tokio::spawn(async move { checkpoint(&snapshot, clock.now_ms()).await });
+    let task = tokio::spawn(crate::background::tracked(async move {
+        checkpoint(&snapshot, clock.now_ms()).await
+    }));
     let result = async move {
         match task.await {
             Ok(result) => result.map_err(Arc::new),

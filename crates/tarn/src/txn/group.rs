@@ -223,7 +223,7 @@ pub(crate) fn forget(store: Arc<dyn ObjectStore>, paths: Vec<Path>) {
     if paths.is_empty() || tokio::runtime::Handle::try_current().is_err() {
         return;
     }
-    tokio::spawn(async move {
+    tokio::spawn(crate::background::tracked(async move {
         futures::stream::iter(paths)
             .for_each_concurrent(LOG_READ_CONCURRENCY, |p| {
                 let store = Arc::clone(&store);
@@ -232,7 +232,7 @@ pub(crate) fn forget(store: Arc<dyn ObjectStore>, paths: Vec<Path>) {
                 }
             })
             .await;
-    });
+    }));
 }
 
 /// Whether a commit's actions name `txn_id`: as its own `commitInfo.txnId`, or among the
