@@ -98,7 +98,7 @@ pub(crate) async fn claim_or_wait(
     // after its claim lands; a writer that lost the claim drops it.
     let (claim, listing) = futures::join!(
         take(store, root, version, txn_id),
-        commits_after(store, root, version - 1, &|_, _| false)
+        commits_after(store, root, version - 1, &|_, _| false, usize::MAX)
     );
     // A writer behind the log catches up at once, whoever holds the claim.
     if listing
@@ -123,7 +123,7 @@ pub(crate) async fn claim_or_wait(
     let listing = match listing {
         Ok(found) if claim.held => Ok(found),
         // Out of patience, the listing beside the claim is old: list again.
-        _ => commits_after(store, root, version - 1, wanted).await,
+        _ => commits_after(store, root, version - 1, wanted, usize::MAX).await,
     };
     let (winners, listed) = listing.unwrap_or_default();
     (PutOutcome::Taken(winners, listed), true)

@@ -105,6 +105,15 @@ fn group_commit_by_default() -> bool {
 }
 
 impl RetryPolicy {
+    /// The most unread proposals a racing writer reads beside its catch-up: twice
+    /// `claim_at`. Past that, a crowd has formed faster than claims engage (hundreds of
+    /// writers starting at once), and every contender reading every proposal cost one GET
+    /// per writer per proposal; the claim holders read them instead. Below it, racers
+    /// read as before, so a winner carries what it read.
+    pub(crate) fn read_at_most(&self) -> usize {
+        self.claim_at.saturating_mul(2)
+    }
+
     /// The jittered wait before `attempt` (1-based): none for the first two attempts (a
     /// rebase is usually enough), then a random share of an exponentially growing cap.
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {

@@ -121,12 +121,15 @@ pub(crate) async fn read_back(
 
 /// The commits after `version`, read in parallel after one LIST, so a writer that fell
 /// behind catches up in one round trip rather than one lost race per version; and the
-/// group-commit proposals the same LIST showed, the `wanted` ones read beside the commits.
+/// group-commit proposals the same LIST showed, the `wanted` ones read beside the commits
+/// unless there are `most` or more (`RetryPolicy::read_at_most`): that many is a crowd,
+/// where the writer stands aside and claims, and only the claim's holder reads them.
 pub(crate) async fn commits_after(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
     wanted: Wanted<'_>,
+    most: usize,
 ) -> Result<(Vec<Winner>, Listed)> {
     let listing = list_log(store, root, version + 1).await?;
     let files: Vec<CommitFile> = (version + 1..)
@@ -138,12 +141,15 @@ pub(crate) async fn commits_after(
         })
         .collect();
     let next = files.last().map_or(version, |f| f.version) + 1;
-    let to_read: Vec<ProposalRef> = listing
+    let mut to_read: Vec<ProposalRef> = listing
         .proposals
         .iter()
         .filter(|r| wanted(r, next))
         .cloned()
         .collect();
+    if to_read.len() >= most {
+        to_read.clear();
+    }
     let (bodies, proposals) = futures::join!(
         read_commits(store, &files),
         read_proposal_bodies(store, to_read)
@@ -230,7 +236,7 @@ pub(crate) async fn put_commit(
         let (found, later) = if plain_loss {
             let (found, later) = futures::join!(
                 read_back(store, &path, version),
-                commits_after(store, root, version, wanted)
+                commits_after(store, root, version, wanted, retry.read_at_most())
             );
             (found, Some(later))
         } else {
@@ -251,7 +257,7 @@ pub(crate) async fn put_commit(
         }
         let later = match later {
             Some(later) => later,
-            None => commits_after(store, root, version, wanted).await,
+            None => commits_after(store, root, version, wanted, retry.read_at_most()).await,
         };
         let mut winners = vec![winner];
         let mut proposals = Listed::default();
@@ -313,5 +319,44 @@ pub(crate) async fn commit_create(
             version: 0,
         }),
         Err(e) => Err(e.into_error(root, 0, &txn_id)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::log_dir;
+    use crate::protocol::names::{PROPOSALS_DIR, proposal_file_name};
+    use object_store::memory::InMemory;
+
+    #[tokio::test]
+    async fn a_catch_up_reads_the_wanted_proposals_unless_a_crowd_of_them_waits() {
+        let store = InMemory::new();
+        let root = Path::from("t");
+        let commit =
+            b"{\"commitInfo\":{\"timestamp\":1,\"operation\":\"WRITE\",\"txnId\":\"w\"}}\n";
+        store
+            .put(
+                &log_dir(&root).join(commit_file_name(1)),
+                PutPayload::from_static(commit),
+            )
+            .await
+            .unwrap();
+        for i in 0..3 {
+            let name = proposal_file_name(0, 1_790_000_000_000 + i, &format!("p{i}"));
+            let path = log_dir(&root).join(PROPOSALS_DIR).join(name);
+            store
+                .put(&path, PutPayload::from_static(b"{}\n"))
+                .await
+                .unwrap();
+        }
+        let all: Wanted<'_> = &|_, _| true;
+        let (winners, listed) = commits_after(&store, &root, 0, all, 4).await.unwrap();
+        assert_eq!(winners.len(), 1);
+        assert_eq!((listed.refs.len(), listed.bodies.len()), (3, 3));
+        // Three waiting, and a crowd from three on: listed, none read.
+        let (winners, listed) = commits_after(&store, &root, 0, all, 3).await.unwrap();
+        assert_eq!(winners.len(), 1);
+        assert_eq!((listed.refs.len(), listed.bodies.len()), (3, 0));
     }
 }

@@ -511,9 +511,15 @@ impl Transaction {
                     return (put, false);
                 }
                 // Nothing learnt when the catch-up fails: the PUT finds out.
-                let (winners, listed) = commits_after(store.as_ref(), root, base.version(), wanted)
-                    .await
-                    .unwrap_or_default();
+                let (winners, listed) = commits_after(
+                    store.as_ref(),
+                    root,
+                    base.version(),
+                    wanted,
+                    self.retry.read_at_most(),
+                )
+                .await
+                .unwrap_or_default();
                 (Ok(PutOutcome::Taken(winners, listed)), false)
             };
             let ((put, claimed), ()) = futures::join!(put_or_catch_up, async {
