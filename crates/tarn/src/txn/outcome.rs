@@ -1,6 +1,11 @@
-//! What a commit did: the version, its attempts and the snapshot after it.
+//! What a commit did: the version, its attempts and the snapshot after it; and when a
+//! failed commit's outcome is unknown.
+
+use object_store::path::Path;
 
 use super::checkpoint::CheckpointTask;
+use super::group;
+use crate::error::Error;
 use crate::snapshot::Snapshot;
 
 /// What a commit did.
@@ -35,5 +40,33 @@ impl CommitOutcome {
             checkpoint: None,
             snapshot: snapshot.clone(),
         }
+    }
+}
+
+/// An error met while this writer's proposal may still be carried (its window has not
+/// passed at `base`): the outcome is unknown, never a failure, since a later commit could
+/// contradict one. A conflict stands (every committer finds it too, so none carries the
+/// proposal past it), and so does any error once the window has passed.
+pub(crate) fn unknown_while_out(
+    e: Error,
+    published: &Option<(i64, Path)>,
+    base: &Snapshot,
+    txn_id: &str,
+) -> Error {
+    match published {
+        Some((b, _))
+            if base.version() < b + group::WINDOW && !matches!(e, Error::Conflict { .. }) =>
+        {
+            Error::CommitStateUnknown {
+                version: base.version() + 1,
+                txn_id: txn_id.to_string(),
+                reason: format!(
+                    "{e}; its group-commit proposal may still be carried by a commit up to \
+                     version {}",
+                    b + group::WINDOW
+                ),
+            }
+        }
+        _ => e,
     }
 }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::checkpoint::maybe_checkpoint;
 use super::commit_info::commit_timestamp;
 use super::conflict::{Ours, ReadSet, WinningCommit, check};
-use super::outcome::CommitOutcome;
+use super::outcome::{CommitOutcome, unknown_while_out};
 use super::put::{self, PutOutcome, commits_after, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
 use super::{IsolationLevel, RetryPolicy};
@@ -473,7 +473,8 @@ impl Transaction {
                 } else {
                     group::Group::default()
                 };
-                Some(self.prepare(&base, version, &own, &carried).await?)
+                let prepared = self.prepare(&base, version, &own, &carried).await;
+                Some(prepared.map_err(|e| unknown_while_out(e, &published, &base, &txn_id))?)
             };
             // The proposal goes up beside the commit's PUT, off the critical path: should
             // the PUT lose, the next winner may carry it.
@@ -537,21 +538,8 @@ impl Transaction {
                 // With a proposal out, another writer may still carry this work until the
                 // window has passed: the outcome is unknown, never a failure.
                 Err(e) => {
-                    return Err(match &published {
-                        Some((b, _)) if base.version() < b + group::WINDOW => {
-                            Error::CommitStateUnknown {
-                                version,
-                                txn_id: txn_id.clone(),
-                                reason: format!(
-                                    "{}; its group-commit proposal may still be carried by a \
-                                     commit up to version {}",
-                                    e.into_error(root, version, &txn_id),
-                                    b + group::WINDOW
-                                ),
-                            }
-                        }
-                        _ => e.into_error(root, version, &txn_id),
-                    });
+                    let e = e.into_error(root, version, &txn_id);
+                    return Err(unknown_while_out(e, &published, &base, &txn_id));
                 }
                 Ok(PutOutcome::Committed) => {
                     // Only a PUT commits, and only a step that prepared a commit puts.
@@ -665,7 +653,8 @@ impl Transaction {
                                 &mut dv_changes,
                                 self.clock.now_ms(),
                             )
-                            .await?;
+                            .await
+                            .map_err(|e| unknown_while_out(e, &published, &base, &txn_id))?;
                         }
                         base = base.with_commit(winning.version, ts, winning.actions)?;
                         rebased_over.push(winning.version);
