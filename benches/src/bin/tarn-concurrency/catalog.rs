@@ -313,9 +313,18 @@ pub(crate) fn step_names(writer: usize, n: i64) -> Result<(ObjectId, ObjectId), 
 
 /// Step `n` of a torture writer: create a table, rename it, and every fourth step drop
 /// it. Safe to run again after a kill or a failure at any point.
+///
+/// An attempt whose rename failed with an unknown outcome, or was killed, may have left
+/// its rename waiting as a group-commit proposal, which may land after the next attempt
+/// found the new name free and before that attempt creates the old one again. The table
+/// so made is a duplicate under the old name, with a location of its own; it is dropped.
+/// An old name that shares the new one's location would be a rename half done: it stays,
+/// for the test to find.
 async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), CatalogError> {
     let (created, renamed) = step_names(writer, n)?;
-    if !catalog.table_exists(&renamed).await? {
+    if catalog.table_exists(&renamed).await? {
+        drop_duplicate(catalog, &created, &renamed).await?;
+    } else {
         let schema = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
         match catalog
             .create_table(&created, &schema, Vec::new(), ObjectMetadata::default())
@@ -328,11 +337,39 @@ async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), CatalogErr
             Ok(()) => {}
             // An earlier attempt renamed it and lost the reply.
             Err(CatalogError::NotFound { .. }) if catalog.table_exists(&renamed).await? => {}
+            // An earlier attempt's rename landed after this one looked.
+            Err(CatalogError::AlreadyExists { .. }) => {
+                drop_duplicate(catalog, &created, &renamed).await?;
+            }
             Err(e) => return Err(e),
         }
     }
     if n % 4 == 3 {
         catalog.drop_table(&renamed, false).await?;
+    }
+    Ok(())
+}
+
+/// Drops the table under `created` when `renamed` exists too at another location: a
+/// duplicate an attempt made after an earlier attempt's rename landed.
+async fn drop_duplicate(
+    catalog: &Catalog,
+    created: &ObjectId,
+    renamed: &ObjectId,
+) -> Result<(), CatalogError> {
+    let duplicate = match catalog.describe_table(created, false).await {
+        Ok(info) => info,
+        Err(CatalogError::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let kept = catalog.describe_table(renamed, false).await?;
+    if duplicate.location != kept.location {
+        catalog.drop_table(created, true).await?;
+        eprintln!(
+            "dropped {}, made again after its rename to {} landed",
+            created.key(),
+            renamed.key()
+        );
     }
     Ok(())
 }
