@@ -10,7 +10,7 @@
 //!
 //! A claim is advice, never a lock: the commit is still a put-if-absent of
 //! `<version>.json`, so whoever writes it, the log stays exactly as valid. A claimer that
-//! crashed or stalls is waited out: after [`PATIENCE`] polls without the version, and
+//! crashed or stalls is waited out: after [`PATIENCE`] round trips without the version, and
 //! at least 50 ms per proposal waiting (the claimer's work grows with them), the waiters
 //! race for it as writers without claims do.
 
@@ -28,14 +28,18 @@ use crate::log::log_dir;
 use crate::protocol::names::{CLAIMS_DIR, claim_file_name, commit_file_name};
 use crate::snapshot::Snapshot;
 
-/// Polls (a store round trip apart) for a claimed version before its claimer counts as
-/// gone.
-pub(crate) const PATIENCE: u32 = 24;
+/// Store round trips a waiter gives a claimed version before its claimer counts as gone
+/// (24 polls, when each was a pause and a GET of a round trip each).
+pub(crate) const PATIENCE: u32 = 48;
 /// The shortest and longest wait between two polls.
 const POLL_FLOOR: Duration = Duration::from_millis(1);
 const POLL_CEILING: Duration = Duration::from_millis(500);
+/// Waiters per round trip that a crowd polls, in all: a waiter among `n` stretches its
+/// polls towards `n / POLLERS` round trips apart, so the GETs of a crowd waiting on one
+/// claimer stay near this many per round trip however many wait.
+const POLLERS: usize = 16;
 /// How long at least a waiter gives the claimer per proposal waiting (up to a group's
-/// worth), beyond [`PATIENCE`] polls: the claimer reads and checks them before it puts,
+/// worth), beyond [`PATIENCE`] round trips: the claimer reads and checks them before it puts,
 /// which on a loaded machine takes far longer than a few round trips (0.3-4 s for 128
 /// among 200 processes on 2 cores). Waiters that gave up sooner all read and checked the
 /// same proposals at once, and such a crowd spent 6-30 s per version.
@@ -115,6 +119,7 @@ pub(crate) async fn claim_or_wait(
             version,
             claim.round_trip,
             PATIENCE_PER_PROPOSAL.saturating_mul(pending.min(MAX_GROUP) as u32),
+            pending,
         )
         .await
     {
@@ -130,26 +135,34 @@ pub(crate) async fn claim_or_wait(
 }
 
 /// Waits for the commit of `version`, reading it as soon as it is there: one GET per
-/// poll, a store round trip apart. `None` after [`PATIENCE`] polls without it, and at
-/// least `at_least` (the claimer is gone or stalled). A failed read counts as a poll
-/// that found nothing.
+/// poll, the first a store round trip after the claim, the next ones half as far apart
+/// again each time, up to `crowd / POLLERS` round trips (the first waiter to see the
+/// commit claims the next version, so a crowd learns of it as soon as one of them polls).
+/// `None` once [`PATIENCE`] round trips have passed without it, and at least `at_least`
+/// (the claimer is gone or stalled). A failed read counts as a poll that found nothing.
 pub(crate) async fn await_commit(
     store: &dyn ObjectStore,
     root: &Path,
     version: i64,
     round_trip: Duration,
     at_least: Duration,
+    crowd: usize,
 ) -> Option<Winner> {
     let path = log_dir(root).join(commit_file_name(version));
     let pause = round_trip.clamp(POLL_FLOOR, POLL_CEILING);
+    let spread = pause
+        .saturating_mul(u32::try_from(crowd / POLLERS).unwrap_or(u32::MAX).max(1))
+        .min(POLL_CEILING)
+        .max(pause);
+    let patience = pause.saturating_mul(PATIENCE).max(at_least);
     let started = Instant::now();
-    let mut polls = 0;
-    while polls < PATIENCE || started.elapsed() < at_least {
-        tokio::time::sleep(pause).await;
+    let mut wait = pause;
+    while started.elapsed() < patience {
+        tokio::time::sleep(wait).await;
         if let Ok(Some(winner)) = read_back(store, &path, version).await {
             return Some(winner);
         }
-        polls += 1;
+        wait = wait.saturating_mul(3).div_f64(2.0).min(spread);
     }
     None
 }
@@ -212,7 +225,14 @@ mod tests {
         assert!(!take(&store, &root, 3, "b").await.held);
         assert!(take(&store, &root, 4, "b").await.held);
 
-        let waiting = await_commit(&store, &root, 3, Duration::from_millis(2), Duration::ZERO);
+        let waiting = await_commit(
+            &store,
+            &root,
+            3,
+            Duration::from_millis(2),
+            Duration::ZERO,
+            1,
+        );
         let commit = async {
             tokio::time::sleep(Duration::from_millis(10)).await;
             let body = Bytes::from_static(
@@ -229,17 +249,46 @@ mod tests {
         // No commit of version 9: the waiter gives up after its patience, and not before
         // the time it was given.
         assert!(
-            await_commit(&store, &root, 9, Duration::from_millis(1), Duration::ZERO)
-                .await
-                .is_none()
+            await_commit(
+                &store,
+                &root,
+                9,
+                Duration::from_millis(1),
+                Duration::ZERO,
+                1
+            )
+            .await
+            .is_none()
         );
         let started = Instant::now();
         let at_least = Duration::from_millis(150);
         assert!(
-            await_commit(&store, &root, 9, Duration::from_millis(1), at_least)
+            await_commit(&store, &root, 9, Duration::from_millis(1), at_least, 1)
                 .await
                 .is_none()
         );
         assert!(started.elapsed() >= at_least);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_in_a_crowd_polls_less_often() {
+        let polls = |crowd: usize| async move {
+            let store = tarn_store::CountingStore::new(InMemory::new());
+            let counter = store.counter();
+            let round_trip = Duration::from_millis(5);
+            let at_least = Duration::from_millis(600);
+            let root = Path::from("t");
+            let found = await_commit(&store, &root, 9, round_trip, at_least, crowd).await;
+            assert!(found.is_none());
+            counter.counts().gets
+        };
+        let alone = polls(1).await;
+        // 160 waiters: each polls ten round trips apart once its waits have grown.
+        let in_crowd = polls(160).await;
+        assert!(
+            in_crowd * 2 < alone,
+            "{in_crowd} polls in a crowd, {alone} alone"
+        );
+        assert!(in_crowd >= 6, "{in_crowd} polls in a crowd");
     }
 }
