@@ -213,6 +213,19 @@ mod tests {
     use object_store::ObjectStoreExt;
     use object_store::memory::InMemory;
 
+    /// Puts a commit of `version` by writer `a` after `after`, as its claimer would.
+    async fn commit_later(store: &dyn ObjectStore, root: &Path, version: i64, after: Duration) {
+        tokio::time::sleep(after).await;
+        let body = Bytes::from_static(
+            b"{\"commitInfo\":{\"timestamp\":1,\"operation\":\"WRITE\",\"txnId\":\"a\"}}\n",
+        );
+        let path = log_dir(root).join(commit_file_name(version));
+        store
+            .put(&path, PutPayload::from_bytes(body))
+            .await
+            .unwrap();
+    }
+
     #[test]
     fn claim_names_round_trip_and_refuse_others() {
         let path = claim_path(&Path::from("t"), 42);
@@ -247,17 +260,7 @@ mod tests {
             Duration::ZERO,
             1,
         );
-        let commit = async {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            let body = Bytes::from_static(
-                b"{\"commitInfo\":{\"timestamp\":1,\"operation\":\"WRITE\",\"txnId\":\"a\"}}\n",
-            );
-            let path = log_dir(&root).join(commit_file_name(3));
-            store
-                .put(&path, PutPayload::from_bytes(body))
-                .await
-                .unwrap();
-        };
+        let commit = commit_later(&store, &root, 3, Duration::from_millis(10));
         let (found, ()) = futures::join!(waiting, commit);
         assert_eq!(found.expect("the commit, once put").version, 3);
         // No commit of version 9: the waiter gives up after its patience, and not before
@@ -333,17 +336,7 @@ mod tests {
         // The loser lists nothing: it waits for the holder's commit.
         counter.reset();
         let waiting = claim_or_wait(&store, &root, 3, "b", none, crowd);
-        let commit = async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let body = Bytes::from_static(
-                b"{\"commitInfo\":{\"timestamp\":1,\"operation\":\"WRITE\",\"txnId\":\"a\"}}\n",
-            );
-            let path = log_dir(&root).join(commit_file_name(3));
-            store
-                .put(&path, PutPayload::from_bytes(body))
-                .await
-                .unwrap();
-        };
+        let commit = commit_later(&store, &root, 3, Duration::from_millis(20));
         let ((found, held), ()) = futures::join!(waiting, commit);
         assert!(!held);
         let PutOutcome::Taken(winners, _) = found else {
