@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use arrow::datatypes::{DataType, Field, Schema};
 use clap::ValueEnum;
@@ -17,8 +17,8 @@ use tarn_bench::memory;
 use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
 
 use crate::levels::{
-    BoxError, json_sink, kill_loop, kinds, print_record, run_level, worker_command,
-    worker_location, write_summary,
+    BoxError, common_start, json_sink, kill_loop, kinds, print_record, run_level, timed_span,
+    unix_ms, wait_for_start, worker_command, worker_location, write_summary,
 };
 use crate::{CatalogLevels, Common, TortureArgs, WorkerArgs, WorkerKind};
 
@@ -53,12 +53,6 @@ fn layout_name(layout: Layout) -> String {
         Layout::FullRewrite => "full-rewrite".into(),
         Layout::Paged { rows_per_page } => format!("paged-{rows_per_page}"),
     }
-}
-
-fn unix_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 fn seed_info_path(location: &StoreLocation) -> Path {
@@ -162,8 +156,6 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
     );
     println!("{}", table_header());
     for &workers in &levels.levels {
-        // Workers start their timed operations together, once all have opened.
-        let startup_ms = 3_000 + 40 * workers as u64;
         let ops = level_ops.map_or(levels.ops, |total| {
             (total.max(0) as usize).div_ceil(workers.max(1)).max(2) as i64
         });
@@ -192,17 +184,10 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
             )?);
         }
         prepare(&catalog, op, &all).await?;
-        let start_at = unix_ms() as u64 + startup_ms;
-        template.start_at_ms = start_at;
+        // Workers start their timed operations together, once all have opened.
+        template.start_at_ms = common_start(workers);
         let (records, wall) = run_level(common, &template, workers).await?;
-        // The span of the timed operations, from the common start to the last end.
-        let span = records
-            .iter()
-            .filter_map(|r| r.end_unix_ms)
-            .max_by(f64::total_cmp)
-            .map_or(wall, |end| {
-                Duration::from_secs_f64(((end - start_at as f64) / 1e3).max(1e-3))
-            });
+        let span = timed_span(&records, template.start_at_ms, wall);
         let summary = summarise(&format!("{op}"), workers, &records, span);
         println!("{}", table_row(&summary));
         write_summary(
@@ -257,10 +242,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         // Warm: the pages the reads need are loaded once beforehand.
         run(&catalog, op, first).await?;
     }
-    let wait = worker.start_at_ms as f64 - unix_ms();
-    if wait > 0.0 {
-        tokio::time::sleep(Duration::from_secs_f64(wait / 1e3)).await;
-    }
+    wait_for_start(worker.start_at_ms).await;
     for target in &targets {
         counter.reset();
         memory::reset_peak();

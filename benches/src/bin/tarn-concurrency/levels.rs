@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use object_store::ObjectStore;
 use tarn::StoreLocation;
@@ -166,6 +166,39 @@ pub(crate) async fn run_level(
         }
     }
     Ok((records, started.elapsed()))
+}
+
+/// Milliseconds since the Unix epoch: the clock the coordinator and its workers share.
+pub(crate) fn unix_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// When the timed operations of a level of `workers` begin: late enough for every worker
+/// process to have started and opened what it acts on, so their start-up is not timed.
+pub(crate) fn common_start(workers: usize) -> u64 {
+    unix_ms() as u64 + 3_000 + 40 * workers as u64
+}
+
+/// Sleeps until the common start (a worker that is late does not wait).
+pub(crate) async fn wait_for_start(start_at_ms: u64) {
+    let wait = start_at_ms as f64 - unix_ms();
+    if wait > 0.0 {
+        tokio::time::sleep(Duration::from_secs_f64(wait / 1e3)).await;
+    }
+}
+
+/// The span of a level's timed operations: from the common start to the last end
+/// (`wall`, start-up included, when no record has an end).
+pub(crate) fn timed_span(records: &[OpRecord], start_at_ms: u64, wall: Duration) -> Duration {
+    records
+        .iter()
+        .filter_map(|r| r.end_unix_ms)
+        .max_by(f64::total_cmp)
+        .map_or(wall, |end| {
+            Duration::from_secs_f64(((end - start_at_ms as f64) / 1e3).max(1e-3))
+        })
 }
 
 /// Where summaries go as JSON lines, if anywhere.

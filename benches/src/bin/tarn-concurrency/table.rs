@@ -14,8 +14,8 @@ use tarn_bench::catalog::error_kind;
 use tarn_bench::concurrency::{Ack, OpRecord, summarise, table_header, table_row};
 
 use crate::levels::{
-    BoxError, json_sink, kill_loop, kinds, print_record, run_level, worker_command,
-    worker_location, write_summary,
+    BoxError, common_start, json_sink, kill_loop, kinds, print_record, run_level, timed_span,
+    unix_ms, wait_for_start, worker_command, worker_location, write_summary,
 };
 use crate::{Common, Levels, TortureArgs, WorkerArgs, WorkerKind};
 
@@ -61,6 +61,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         fault_rate,
         fault_seed,
         ack_log,
+        start_at_ms,
         ..
     } = worker;
     let (location, counter) =
@@ -69,6 +70,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
     match kind {
         WorkerKind::Write | WorkerKind::Delete => {
             let mut table = Table::open_location(location).await?;
+            wait_for_start(start_at_ms).await;
             for n in 0..ops {
                 counter.reset();
                 let started = Instant::now();
@@ -99,7 +101,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                     error: result.as_ref().err().map(ToString::to_string),
                     error_kind: result.as_ref().err().map(error_kind),
                     peak_rss_mib: None,
-                    end_unix_ms: None,
+                    end_unix_ms: Some(unix_ms()),
                 });
                 if result.is_err() {
                     table.refresh().await?;
@@ -108,6 +110,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         }
         WorkerKind::ColdRead | WorkerKind::WarmRead => {
             let mut snapshot = Snapshot::builder(location.clone()).build().await?;
+            wait_for_start(start_at_ms).await;
             for _ in 0..ops {
                 counter.reset();
                 let started = Instant::now();
@@ -131,7 +134,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                     error: result.as_ref().err().map(ToString::to_string),
                     error_kind: result.as_ref().err().map(error_kind),
                     peak_rss_mib: None,
-                    end_unix_ms: None,
+                    end_unix_ms: Some(unix_ms()),
                 });
                 if let Ok(s) = result {
                     snapshot = s;
@@ -234,15 +237,25 @@ pub(crate) async fn levels(
         } else {
             None
         };
-        let (records, wall) = run_level(&common, &template(kind, 0, levels.ops), workers).await?;
+        // Workers start their timed operations together, once all have opened the table.
+        let mut timed = template(kind, 0, levels.ops);
+        timed.start_at_ms = common_start(workers);
+        let (records, wall) = run_level(&common, &timed, workers).await?;
         if let Some(mut w) = writer {
             w.wait().await?;
         }
-        let summary = summarise(kind.name(), workers, &records, wall);
+        let summary = summarise(
+            kind.name(),
+            workers,
+            &records,
+            timed_span(&records, timed.start_at_ms, wall),
+        );
         println!("{}", table_row(&summary));
         let mut extra = vec![
             ("profile", levels.common.profile.clone().into()),
             ("group_commit", (!levels.common.no_group_commit).into()),
+            // Start-up included, as levels were timed before the common start.
+            ("wall_seconds", wall.as_secs_f64().into()),
         ];
         if let Some(threshold) = dv_inline_threshold {
             extra.push(("dv_inline_threshold", threshold.into()));
