@@ -535,6 +535,29 @@ async fn a_missing_data_file_is_a_typed_not_found_naming_both_paths() {
 }
 
 #[tokio::test]
+async fn a_failed_read_of_an_intact_dv_file_is_the_stores_error_not_a_bad_dv() {
+    use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
+    let (dir, _file, _, _) = dv_table();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    // The DV file's first read fails as a 5xx after retries would; the file is whole.
+    let faulty = FaultStore::new(Arc::clone(location.store()), 7).with_rule(
+        FaultRule::new(FaultOp::Get, Fault::FailBefore)
+            .matching("*deletion_vector_d12e7d16*")
+            .limit(1),
+    );
+    let table = Table::open_location(location.with_store(Arc::new(faulty)))
+        .await
+        .unwrap();
+    let err = table.scan().collect().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Store { operation: "get", path, .. } if path.contains("deletion_vector_d12e7d16")),
+        "{err}"
+    );
+    // The fault has passed: the same handle reads every live row.
+    assert_eq!(row_count(&table.scan().collect().await.unwrap()), 47);
+}
+
+#[tokio::test]
 async fn a_stray_far_future_commit_is_a_version_gap() {
     let dir = tempfile::tempdir().unwrap();
     sales_table(dir.path(), 2, &[]).await;

@@ -330,21 +330,44 @@ pub(crate) async fn load_deletion_vector(
         DvLocation::Absolute { url, offset } => (paths::resolve(location, &url)?, offset),
     };
     let size = u64::try_from(dv.size_in_bytes).unwrap_or(0);
-    let record = location
-        .store()
-        .get_range(&path, offset..offset + size + 8)
-        .await
-        .map_err(|e| match e {
-            object_store::Error::NotFound { .. } | object_store::Error::Generic { .. } => {
-                Error::InvalidDeletionVector {
-                    location: dv.describe(),
-                    reason: format!("cannot read {path}: {e}"),
-                }
-            }
-            other => Error::store("get", &path)(other),
-        })?;
+    let end = offset + size + 8;
+    let record = match location.store().get_range(&path, offset..end).await {
+        Ok(record) => record,
+        Err(e) => return Err(read_failure(location, &path, dv, end, e).await),
+    };
     let data = verify_record(&record, dv)?;
     decode_bitmap(&data, dv)
+}
+
+/// What a failed read of a DV's record means: a missing file, or one shorter than the
+/// record's `end`, is an invalid DV; anything else (a throttle, a 5xx after retries, a
+/// broken connection) is the store's failure. Stores report reads past the end as
+/// `Generic`, as they do server errors, so a `Generic` failure asks for the file's size.
+async fn read_failure(
+    location: &StoreLocation,
+    path: &object_store::path::Path,
+    dv: &DeletionVectorDescriptor,
+    end: u64,
+    error: object_store::Error,
+) -> Error {
+    let invalid = |reason: String| Error::InvalidDeletionVector {
+        location: dv.describe(),
+        reason,
+    };
+    match error {
+        object_store::Error::NotFound { .. } => invalid(format!("cannot read {path}: {error}")),
+        object_store::Error::Generic { .. } => match location.store().head(path).await {
+            Ok(meta) if meta.size < end => invalid(format!(
+                "{path} holds {} bytes, the record ends at byte {end}",
+                meta.size
+            )),
+            Err(object_store::Error::NotFound { .. }) => {
+                invalid(format!("cannot read {path}: {error}"))
+            }
+            _ => Error::store("get", path)(error),
+        },
+        other => Error::store("get", path)(other),
+    }
 }
 
 /// A DV stored inline in its descriptor (Z85 of the bitmap data).
