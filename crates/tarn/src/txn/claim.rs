@@ -42,6 +42,12 @@ const POLLERS: usize = 16;
 /// this many on, only the claim's holder lists. At 200 writers on MinIO, claimants
 /// listing a log folder of some 200 proposals made 130 LISTs per version.
 const LIST_BESIDE_CLAIM_BELOW: usize = 32;
+/// Versions a claim outlives its commit before writers other than its holder delete it.
+/// The holder deletes its claim right after its commit, so a younger claim a listing
+/// shows is most likely on its way out; every writer that listed one deleting it too
+/// cost some 50 DELETEs of one key per version at 200 writers on MinIO. An older one is
+/// a crashed or failed holder's leftover.
+const LEFTOVER_CLAIM_AGE: i64 = 4;
 /// How long at least a waiter gives the claimer per proposal waiting (up to a group's
 /// worth), beyond [`PATIENCE`] round trips: the claimer reads and checks them before it puts,
 /// which on a loaded machine takes far longer than a few round trips (0.3-4 s for 128
@@ -182,8 +188,8 @@ pub(crate) async fn await_commit(
 }
 
 /// Deletes, in the background, a writer's decided proposal (`published`), the listed
-/// ones whose window has passed at `latest`, and the claims of versions up to `latest`:
-/// the writer's own (`claims.0`) and those it listed (`claims.1`).
+/// ones whose window has passed at `latest`, and claims: the writer's own (`claims.0`)
+/// and those it listed (`claims.1`) that are [`LEFTOVER_CLAIM_AGE`] versions old.
 pub(crate) fn forget_decided(
     snapshot: &Snapshot,
     published: &Option<(i64, Path)>,
@@ -195,16 +201,25 @@ pub(crate) fn forget_decided(
     if let Some((_, path)) = published {
         paths.push(path.clone());
     }
-    let root = snapshot.location().root();
-    paths.extend(claims.0.map(|v| claim_path(root, v)));
+    paths.extend(claims_to_delete(snapshot.location().root(), claims, latest));
+    group::forget(Arc::clone(snapshot.location().store()), paths);
+}
+
+/// The claims a writer deletes once decided at `latest`: its own, and the listed ones
+/// whose holder has had [`LEFTOVER_CLAIM_AGE`] versions to delete them.
+fn claims_to_delete(
+    root: &Path,
+    (own, listed): (Option<i64>, &[(i64, Path)]),
+    latest: i64,
+) -> Vec<Path> {
+    let mut paths: Vec<Path> = own.map(|v| claim_path(root, v)).into_iter().collect();
     paths.extend(
-        claims
-            .1
+        listed
             .iter()
-            .filter(|(v, _)| *v <= latest && Some(*v) != claims.0)
+            .filter(|(v, _)| *v <= latest - LEFTOVER_CLAIM_AGE && Some(*v) != own)
             .map(|(_, p)| p.clone()),
     );
-    group::forget(Arc::clone(snapshot.location().store()), paths);
+    paths
 }
 
 #[cfg(test)]
@@ -224,6 +239,21 @@ mod tests {
             .put(&path, PutPayload::from_bytes(body))
             .await
             .unwrap();
+    }
+
+    #[test]
+    fn a_writer_deletes_its_own_claim_and_only_leftovers_of_others() {
+        let root = Path::from("t");
+        let listed: Vec<(i64, Path)> = (3..=10).map(|v| (v, claim_path(&root, v))).collect();
+        // Decided at 10, holding 9: its own, and the listed claims of 6 and older.
+        let paths = claims_to_delete(&root, (Some(9), &listed), 10);
+        let versions: Vec<i64> = paths
+            .iter()
+            .map(|p| crate::protocol::names::parse_claim_file_name(p.filename().unwrap()).unwrap())
+            .collect();
+        assert_eq!(versions, vec![9, 3, 4, 5, 6]);
+        // Holding none: only the leftovers.
+        assert_eq!(claims_to_delete(&root, (None, &listed), 7).len(), 1);
     }
 
     #[test]
