@@ -57,5 +57,47 @@ pub enum Error {
     },
 }
 
+/// The kind of object-store request an error names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreOp {
+    /// A GET, whole or ranged.
+    Get,
+    /// A HEAD.
+    Head,
+    /// A PUT of one object (plain, put-if-absent or conditional).
+    Put,
+    /// A multipart upload.
+    PutMultipart,
+    /// A LIST.
+    List,
+    /// A DELETE.
+    Delete,
+    /// A copy.
+    Copy,
+}
+
+impl StoreOp {
+    /// The request's name: `get`, `head`, `put`, `put_multipart`, `list`, `delete` or
+    /// `copy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::Head => "head",
+            Self::Put => "put",
+            Self::PutMultipart => "put_multipart",
+            Self::List => "list",
+            Self::Delete => "delete",
+            Self::Copy => "copy",
+        }
+    }
+}
+
+impl std::fmt::Display for StoreOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Result with this crate's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,10 +1,14 @@
 //! `FaultStore`: seeded failures for tests.
 //!
 //! Rules say which requests fail (kind of request, a glob on the path, a probability, an
-//! optional limit, a number of matching requests to let through first) and how: before the request takes effect, after it took effect (a lost
-//! acknowledgement: the object is there but the caller saw an error), as a 5xx or 409, as
-//! a timeout, as a truncated GET or a slow LIST. A seed makes a run replayable. With no
-//! rules, or disabled, the store is transparent; it passes the conformance suite so.
+//! optional limit, a number of matching requests to let through first) and how: before
+//! the request takes effect, after it took effect (a lost acknowledgement: the object is
+//! there but the caller saw an error), as a 5xx or 409, as a timeout, as a truncated GET
+//! or a slow LIST. Two rules change what the caller sees without an error: a request held
+//! at a gate until the test opens it (`Fault::Hold`, to stop a writer at an exact point),
+//! and listings that leave out matching entries (`Fault::HideFromList`, a LIST that has
+//! not caught up). A seed makes a run replayable. With no rules, or disabled, the store is
+//! transparent; it passes the conformance suite so.
 
 use std::fmt;
 use std::ops::Range;
@@ -22,6 +26,7 @@ use object_store::{
     ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 
+use crate::gate::FaultGate;
 use crate::random::SplitMix64;
 
 /// The kind of request a rule applies to.
@@ -57,6 +62,14 @@ pub enum Fault {
     TruncatedGet,
     /// A LIST answers after this delay.
     SlowList(Duration),
+    /// The request waits until the store's gate opens ([`FaultControl::gate`]), then
+    /// goes through: a test stops a writer at an exact point (its PUT of a version in
+    /// flight) while other writers go on.
+    Hold,
+    /// A LIST leaves out the entries whose paths the rule's glob matches (matched
+    /// against each listed path, not the prefix), as a listing that has not caught up
+    /// with a PUT does. Only for [`FaultOp::List`] rules.
+    HideFromList,
 }
 
 /// The error a fault produces, inside `object_store::Error::Generic`.
@@ -82,6 +95,8 @@ impl fmt::Display for InjectedFault {
             Fault::Timeout(d) => write!(f, "injected timeout after {d:?} on {}", self.path),
             Fault::TruncatedGet => write!(f, "injected truncated read of {}", self.path),
             Fault::SlowList(d) => write!(f, "injected slow list ({d:?}) of {}", self.path),
+            Fault::Hold => write!(f, "injected hold of {}", self.path),
+            Fault::HideFromList => write!(f, "injected hiding of {} from a listing", self.path),
         }
     }
 }
@@ -188,6 +203,7 @@ struct Shared {
     rng: Mutex<SplitMix64>,
     enabled: AtomicBool,
     injected: AtomicU64,
+    gate: FaultGate,
 }
 
 /// A handle to change a [`FaultStore`]'s rules while it is in use.
@@ -212,6 +228,11 @@ impl FaultControl {
         self.shared.enabled.store(enabled, Ordering::SeqCst);
     }
 
+    /// The gate [`Fault::Hold`] requests wait on.
+    pub fn gate(&self) -> FaultGate {
+        self.shared.gate.clone()
+    }
+
     /// How many faults have been injected.
     pub fn injected(&self) -> u64 {
         self.shared.injected.load(Ordering::SeqCst)
@@ -222,13 +243,28 @@ impl FaultControl {
         self.shared.rules.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The fault for a request of `op` on `path`, if a rule fires; listing rules that
+    /// hide entries are left to [`FaultControl::hidden`].
     fn decide(&self, op: FaultOp, path: &str) -> Option<Fault> {
+        self.decide_among(op, path, |fault| fault != Fault::HideFromList)
+    }
+
+    /// Whether a listed entry at `path` is hidden by a [`Fault::HideFromList`] rule.
+    fn hidden(&self, path: &str) -> bool {
+        self.decide_among(FaultOp::List, path, |fault| fault == Fault::HideFromList)
+            .is_some()
+    }
+
+    fn decide_among(&self, op: FaultOp, path: &str, kind: impl Fn(Fault) -> bool) -> Option<Fault> {
         if !self.shared.enabled.load(Ordering::SeqCst) {
             return None;
         }
         let mut rules = self.lock_rules();
         for (rule, fired, seen) in rules.iter_mut() {
-            if !rule.applies(op, path) || rule.limit.is_some_and(|l| *fired >= l) {
+            if !kind(rule.fault)
+                || !rule.applies(op, path)
+                || rule.limit.is_some_and(|l| *fired >= l)
+            {
                 continue;
             }
             *seen += 1;
@@ -269,6 +305,7 @@ impl<T: ObjectStore> FaultStore<T> {
                     rng: Mutex::new(SplitMix64(seed)),
                     enabled: AtomicBool::new(true),
                     injected: AtomicU64::new(0),
+                    gate: FaultGate::new(),
                 }),
             },
         }
@@ -308,10 +345,15 @@ fn injected(fault: Fault, path: &Path) -> object_store::Error {
     }
 }
 
-/// Applies a fault that acts before the request (or as a delay); `Ok` lets it through.
-async fn before(fault: Option<Fault>, path: &Path) -> Result<()> {
+/// Applies a fault that acts before the request (or as a delay, or a wait at the gate);
+/// `Ok` lets it through.
+async fn before(fault: Option<Fault>, path: &Path, gate: &FaultGate) -> Result<()> {
     match fault {
-        None | Some(Fault::FailAfter | Fault::TruncatedGet) => Ok(()),
+        None | Some(Fault::FailAfter | Fault::TruncatedGet | Fault::HideFromList) => Ok(()),
+        Some(Fault::Hold) => {
+            gate.pass().await;
+            Ok(())
+        }
         Some(Fault::SlowList(delay)) => {
             tokio::time::sleep(delay).await;
             Ok(())
@@ -324,18 +366,26 @@ async fn before(fault: Option<Fault>, path: &Path) -> Result<()> {
     }
 }
 
-/// A listing that first applies `fault`: a delay, or an error in place of the entries.
+/// A listing that first applies `fault` (a delay, a wait at the gate, or an error in
+/// place of the entries), then leaves out the entries [`Fault::HideFromList`] rules hide.
 fn faulty_list(
+    control: &FaultControl,
     fault: Option<Fault>,
     path: Path,
     inner: BoxStream<'static, Result<ObjectMeta>>,
 ) -> BoxStream<'static, Result<ObjectMeta>> {
-    futures::stream::once(async move { before(fault, &path).await.map(|()| inner) })
+    let gate = control.gate();
+    let filter = control.clone();
+    futures::stream::once(async move { before(fault, &path, &gate).await.map(|()| inner) })
         .map(|r| match r {
             Ok(stream) => stream,
             Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
         })
         .flatten()
+        .filter(move |entry| {
+            let shown = !matches!(entry, Ok(meta) if filter.hidden(meta.location.as_ref()));
+            futures::future::ready(shown)
+        })
         .boxed()
 }
 
@@ -353,7 +403,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         opts: PutOptions,
     ) -> Result<PutResult> {
         let fault = self.control.decide(FaultOp::Put, location.as_ref());
-        before(fault, location).await?;
+        before(fault, location, &self.control.shared.gate).await?;
         let result = self.inner.put_opts(location, payload, opts).await;
         match fault {
             Some(Fault::FailAfter) => Err(injected(Fault::FailAfter, location)),
@@ -367,7 +417,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         let fault = self.control.decide(FaultOp::Put, location.as_ref());
-        before(fault, location).await?;
+        before(fault, location, &self.control.shared.gate).await?;
         let upload = self.inner.put_multipart_opts(location, opts).await?;
         Ok(Box::new(FaultUpload {
             inner: upload,
@@ -381,7 +431,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         if fault == Some(Fault::FailAfter) {
             return Err(injected(Fault::FailAfter, location));
         }
-        before(fault, location).await?;
+        before(fault, location, &self.control.shared.gate).await?;
         let head = options.head;
         let result = self.inner.get_opts(location, options).await?;
         if fault != Some(Fault::TruncatedGet) || head {
@@ -406,7 +456,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
         if fault == Some(Fault::FailAfter) {
             return Err(injected(Fault::FailAfter, location));
         }
-        before(fault, location).await?;
+        before(fault, location, &self.control.shared.gate).await?;
         let parts = self.inner.get_ranges(location, ranges).await?;
         Ok(match fault {
             Some(Fault::TruncatedGet) => parts.into_iter().map(truncate).collect(),
@@ -435,7 +485,8 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
                             let _ = tx.unbounded_send(Err(injected(Fault::FailAfter, &path)));
                             Some(Ok(path))
                         }
-                        Some(fault) => match before(Some(fault), &path).await {
+                        Some(fault) => match before(Some(fault), &path, &control.shared.gate).await
+                        {
                             Ok(()) => Some(Ok(path)),
                             Err(e) => {
                                 let _ = tx.unbounded_send(Err(e));
@@ -455,7 +506,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         let path = prefix.cloned().unwrap_or(Path::ROOT);
         let fault = self.control.decide(FaultOp::List, path.as_ref());
-        faulty_list(fault, path, self.inner.list(prefix))
+        faulty_list(&self.control, fault, path, self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -465,18 +516,28 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         let path = prefix.cloned().unwrap_or(Path::ROOT);
         let fault = self.control.decide(FaultOp::List, path.as_ref());
-        faulty_list(fault, path, self.inner.list_with_offset(prefix, offset))
+        faulty_list(
+            &self.control,
+            fault,
+            path,
+            self.inner.list_with_offset(prefix, offset),
+        )
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let path = prefix.cloned().unwrap_or(Path::ROOT);
-        before(self.control.decide(FaultOp::List, path.as_ref()), &path).await?;
-        self.inner.list_with_delimiter(prefix).await
+        let fault = self.control.decide(FaultOp::List, path.as_ref());
+        before(fault, &path, &self.control.shared.gate).await?;
+        let mut listed = self.inner.list_with_delimiter(prefix).await?;
+        listed
+            .objects
+            .retain(|meta| !self.control.hidden(meta.location.as_ref()));
+        Ok(listed)
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         let fault = self.control.decide(FaultOp::Put, to.as_ref());
-        before(fault, to).await?;
+        before(fault, to, &self.control.shared.gate).await?;
         let result = self.inner.copy_opts(from, to, options).await;
         match fault {
             Some(Fault::FailAfter) => Err(injected(Fault::FailAfter, to)),
@@ -486,7 +547,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         let fault = self.control.decide(FaultOp::Put, to.as_ref());
-        before(fault, to).await?;
+        before(fault, to, &self.control.shared.gate).await?;
         let result = self.inner.rename_opts(from, to, options).await;
         match fault {
             Some(Fault::FailAfter) => Err(injected(Fault::FailAfter, to)),

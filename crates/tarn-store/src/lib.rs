@@ -28,6 +28,7 @@ mod cache;
 mod counting;
 mod error;
 mod fault;
+mod gate;
 mod hedge;
 mod latency;
 mod location;
@@ -37,8 +38,9 @@ pub mod conformance;
 
 pub use cache::{CacheOptions, CacheStats, CacheStore, Cacheability, Classifier, delta_objects};
 pub use counting::{CountingStore, RequestCounter, RequestCounts};
-pub use error::{Error, Result};
+pub use error::{Error, Result, StoreOp};
 pub use fault::{Fault, FaultControl, FaultOp, FaultRule, FaultStore, InjectedFault, is_injected};
+pub use gate::FaultGate;
 pub use hedge::{HedgePolicy, HedgedStore};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
 pub use location::{StoreLocation, StoreOptions, open, open_with_options};
