@@ -8,8 +8,8 @@ pub enum Error {
     /// An object-store request failed.
     #[error("object store {operation} of {path:?} failed: {source}")]
     Store {
-        /// `get`, `put`, ...
-        operation: &'static str,
+        /// The request that failed.
+        operation: tarn_store::StoreOp,
         /// The object.
         path: String,
         /// The store's error.
@@ -124,7 +124,7 @@ impl Error {
     }
 
     pub(crate) fn store(
-        operation: &'static str,
+        operation: tarn_store::StoreOp,
         path: &object_store::path::Path,
     ) -> impl FnOnce(object_store::Error) -> Error {
         let path = path.to_string();

@@ -44,18 +44,39 @@ pub const FORMAT_VERSION: u16 = 1;
 /// indices up to about ten million rows, the whole meta.
 pub const SUFFIX_HINT: u64 = 256 * 1024;
 
-/// The kind of an index object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The kind of an index: the kind of its objects, and (as `btree`, `bitmap` or `fulltext`)
+/// the name tables record it under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum IndexKind {
-    /// Sorted pages of `(value, address)`.
+    /// Sorted pages of `(value, address)`: equality, `IN`, ranges and prefixes on any
+    /// orderable column.
+    #[serde(rename = "btree")]
     BTree,
-    /// A bitmap of addresses per distinct value.
+    /// A bitmap of addresses per distinct value: equality, `IN` and `IS NULL` on columns
+    /// of few distinct values.
     Bitmap,
-    /// A tantivy full-text index.
+    /// A tantivy full-text index over a string column.
+    #[serde(rename = "fulltext")]
     FullText,
 }
 
+impl std::fmt::Display for IndexKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl IndexKind {
+    /// The kind's name: `btree`, `bitmap` or `fulltext`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BTree => "btree",
+            Self::Bitmap => "bitmap",
+            Self::FullText => "fulltext",
+        }
+    }
+
     fn code(self) -> u8 {
         match self {
             Self::BTree => 1,
@@ -71,21 +92,6 @@ impl IndexKind {
             3 => Some(Self::FullText),
             _ => None,
         }
-    }
-
-    /// The kind's name: `btree`, `bitmap` or `fulltext`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::BTree => "btree",
-            Self::Bitmap => "bitmap",
-            Self::FullText => "fulltext",
-        }
-    }
-}
-
-impl std::fmt::Display for IndexKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -141,7 +147,7 @@ pub(crate) async fn put(store: &dyn ObjectStore, path: &Path, bytes: Bytes) -> R
     store
         .put(path, PutPayload::from_bytes(bytes))
         .await
-        .map_err(Error::store("put", path))?;
+        .map_err(Error::store(tarn_store::StoreOp::Put, path))?;
     Ok(size)
 }
 
@@ -165,9 +171,12 @@ pub(crate) async fn open(store: &dyn ObjectStore, path: &Path, kind: IndexKind) 
     let got = store
         .get_opts(path, options)
         .await
-        .map_err(Error::store("get", path))?;
+        .map_err(Error::store(tarn_store::StoreOp::Get, path))?;
     let size = got.meta.size;
-    let tail = got.bytes().await.map_err(Error::store("get", path))?;
+    let tail = got
+        .bytes()
+        .await
+        .map_err(Error::store(tarn_store::StoreOp::Get, path))?;
     if tail.len() < FOOTER_LEN {
         return Err(Error::corrupt(
             path,
@@ -218,7 +227,7 @@ pub(crate) async fn open(store: &dyn ObjectStore, path: &Path, kind: IndexKind) 
         store
             .get_range(path, meta_offset..meta_offset + meta_len)
             .await
-            .map_err(Error::store("get", path))?
+            .map_err(Error::store(tarn_store::StoreOp::Get, path))?
     };
     if crc32fast::hash(&meta) != meta_crc {
         return Err(Error::corrupt(path, "the meta's checksum does not match"));
@@ -251,7 +260,7 @@ impl Opened {
             store
                 .get_ranges(&self.path, &missing)
                 .await
-                .map_err(Error::store("get", &self.path))?
+                .map_err(Error::store(tarn_store::StoreOp::Get, &self.path))?
         }
         .into_iter();
         let mut out = Vec::with_capacity(parts.len());
