@@ -1,10 +1,10 @@
-//! Tarn's first job: create a table, append twice, read it at both versions, and print
-//! what happened, with the object-store requests each step made.
+//! The quickstart, instrumented: create a table, append twice, read it at both versions,
+//! and print what happened, with the object-store requests each step made.
 //!
 //! ```text
-//! cargo run -p tarn --example quickstart                 # a fresh local directory
-//! cargo run -p tarn --example quickstart -- /data/sales  # or any path / URL
-//! cargo run -p tarn --example quickstart -- --profile s3-standard   # replay S3 latency
+//! cargo run -p tarn --example quickstart_traced               # a fresh local directory
+//! cargo run -p tarn --example quickstart_traced -- /data/sales  # or any path / URL
+//! cargo run -p tarn --example quickstart_traced -- --profile s3-standard   # replay S3 latency
 //! ```
 //!
 //! Round trips (requests waited on one after another) are shown with a latency profile:

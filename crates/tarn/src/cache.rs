@@ -5,7 +5,7 @@
 //! Data files, deletion vectors and index objects never change once written, so nothing
 //! here is ever stale; each cache is bounded.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -81,14 +81,11 @@ pub(crate) struct Caches {
     objects: Mutex<Lru<String, Shared>>,
     dvs: Mutex<Lru<String, Arc<RoaringTreemap>>>,
     derived: Mutex<Option<(i64, &'static str, Shared)>>,
-    /// Statistics and partition values parsed for planning, for one version.
-    pub(crate) stats: crate::stats::columns::StatsSlot,
-    /// How many commits in a row from these snapshots lost a race: under sustained
-    /// contention a commit publishes its group-commit proposal beside its first PUT.
-    pub(crate) lost_races: std::sync::atomic::AtomicU32,
-    /// How many group-commit proposals the last listing of the log showed: with many
-    /// waiting, a commit claims its version rather than read them all (`txn::claim`).
-    pub(crate) pending_proposals: std::sync::atomic::AtomicUsize,
+    /// One value per type kept for one version at a time (the statistics planning
+    /// parsed), so the layers above keep what they derive without this one knowing it.
+    per_version: Mutex<HashMap<TypeId, (i64, Shared)>>,
+    /// One value per type for the handle's life (the commit contention counters).
+    shared: Mutex<HashMap<TypeId, Shared>>,
 }
 
 impl Default for Caches {
@@ -98,9 +95,8 @@ impl Default for Caches {
             objects: Mutex::new(Lru::new(OBJECTS)),
             dvs: Mutex::new(Lru::new(DV_BYTES)),
             derived: Mutex::new(None),
-            stats: Default::default(),
-            lost_races: Default::default(),
-            pending_proposals: Default::default(),
+            per_version: Mutex::new(HashMap::new()),
+            shared: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -156,6 +152,38 @@ impl Caches {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(path.to_string(), object, 1);
+    }
+
+    /// The value of type `T` kept for `version`, made by `make` when the one held is of
+    /// another version (which it replaces) or none is held.
+    pub(crate) fn for_version<T: Any + Send + Sync>(
+        &self,
+        version: i64,
+        make: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut held = self.per_version.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, value)) = held.get(&TypeId::of::<T>())
+            && *v == version
+            && let Ok(value) = Arc::clone(value).downcast::<T>()
+        {
+            return value;
+        }
+        let value = Arc::new(make());
+        held.insert(TypeId::of::<T>(), (version, Arc::clone(&value) as Shared));
+        value
+    }
+
+    /// The one value of type `T` these caches keep, made at first use.
+    pub(crate) fn shared<T: Any + Send + Sync + Default>(&self) -> Arc<T> {
+        let mut held = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let value = held
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()) as Shared);
+        match Arc::clone(value).downcast::<T>() {
+            Ok(value) => value,
+            // Entries are keyed by their own type, so this never runs.
+            Err(_) => Arc::new(T::default()),
+        }
     }
 
     /// State derived from version `version`'s log under `key`, computed once per version.

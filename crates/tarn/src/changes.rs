@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::log::versions::{in_commit_timestamp, list_versions};
 use crate::log::{log_dir, parse_commit};
 use crate::paths::canonical;
-use crate::properties::TableProperties;
 use crate::protocol::names::commit_file_name;
+use crate::protocol::properties::TableProperties;
 use crate::protocol::{
     Action, Add, Cdc, DataType as DeltaType, DeletionVectorDescriptor, PrimitiveType, Remove,
     StructField,
@@ -194,7 +194,9 @@ async fn inferred_changes(
             let dv = dv.clone();
             async move {
                 match dv {
-                    Some(dv) => deletion_vector_of(snapshot, &dv).await,
+                    Some(dv) => {
+                        deletion_vector_of(snapshot.location(), snapshot.caches(), &dv).await
+                    }
                     None => Ok(RoaringTreemap::new()),
                 }
             }
@@ -277,11 +279,14 @@ fn with_change_columns(
 async fn read_version(snapshot: &Snapshot, version: i64) -> Result<Vec<Action>> {
     let path = log_dir(snapshot.location().root()).join(commit_file_name(version));
     let body = match snapshot.location().store().get(&path).await {
-        Ok(found) => found.bytes().await.map_err(Error::store("get", &path))?,
+        Ok(found) => found
+            .bytes()
+            .await
+            .map_err(Error::store(tarn_store::StoreOp::Get, &path))?,
         Err(object_store::Error::NotFound { .. }) => {
             return Err(gone(version));
         }
-        Err(e) => return Err(Error::store("get", &path)(e)),
+        Err(e) => return Err(Error::store(tarn_store::StoreOp::Get, &path)(e)),
     };
     parse_commit(version, &body)
 }

@@ -11,7 +11,7 @@ use arrow::array::{Array, ArrayRef, AsArray, ListArray, MapArray, StructArray, n
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType as ArrowType, Field, Fields, TimeUnit};
 
-use crate::properties::ColumnMappingMode;
+use crate::protocol::properties::ColumnMappingMode;
 use crate::protocol::schema::{PARQUET_FIELD_ID_KEY, arrow_field};
 use crate::protocol::{DataType, PrimitiveType, StructField, StructType};
 

@@ -14,8 +14,8 @@ pub enum Error {
     /// An object-store request failed.
     #[error("object store {operation} of {path:?} failed: {source}")]
     Store {
-        /// `get`, `put`, `list`, ...
-        operation: &'static str,
+        /// The request that failed.
+        operation: tarn_store::StoreOp,
         /// The object or prefix.
         path: String,
         /// The store's error.
@@ -205,6 +205,29 @@ pub enum Error {
         reason: String,
     },
 
+    /// The table is append-only (`delta.appendOnly`): an operation that would remove or
+    /// change rows is refused before anything is written.
+    #[error("{table} is append-only (delta.appendOnly): {operation} would remove or change rows")]
+    AppendOnly {
+        /// The table's URL.
+        table: String,
+        /// The operation refused (`delete`, `update`, `merge`, `overwrite`, ...).
+        operation: String,
+    },
+
+    /// An operation needs a table feature the table has not enabled.
+    #[error("{operation} on {table} needs the table feature {feature}: {how}")]
+    FeatureNotEnabled {
+        /// The table's URL.
+        table: String,
+        /// The feature (`deletionVectors`, ...).
+        feature: &'static str,
+        /// What asked for it (`merge-on-read delete`, ...).
+        operation: String,
+        /// How to enable it.
+        how: &'static str,
+    },
+
     /// A change feed was asked of a version committed while the table did not record one.
     #[error(
         "version {version} was committed without delta.enableChangeDataFeed: it has no change feed"
@@ -307,7 +330,7 @@ pub enum Error {
     },
 
     /// An index object could not be built, read or queried (missing, corrupt, a store
-    /// failure). Scans with `use_indices(false)` still read the table.
+    /// failure). Scans with `with_indices(false)` still read the table.
     #[error("index {index:?}: {source}")]
     Index {
         /// The index's name.
@@ -345,7 +368,7 @@ pub enum Error {
     },
 
     /// An index (or the registry of indices) recorded by a newer format than this build
-    /// reads. Scans with `use_indices(false)` still read the table; writes leave the index
+    /// reads. Scans with `with_indices(false)` still read the table; writes leave the index
     /// alone.
     #[error("index {index:?} has format {version}; this build reads up to {supported}")]
     UnsupportedIndexFormat {
@@ -368,7 +391,7 @@ pub enum Error {
 
     /// `text_match` on a column with no full-text index.
     #[error(
-        "text_match on column {column:?} needs a full-text index on it; create one with create_index(..).kind(IndexKind::FullText)"
+        "text_match on column {column:?} needs a full-text index on it; create one with create_index(..).with_kind(IndexKind::FullText)"
     )]
     TextMatchWithoutIndex {
         /// The column.
@@ -498,7 +521,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn store(
-        operation: &'static str,
+        operation: tarn_store::StoreOp,
         path: impl ToString,
     ) -> impl FnOnce(object_store::Error) -> Error {
         let path = path.to_string();
@@ -521,5 +544,16 @@ impl Error {
     ) -> impl FnOnce(parquet::errors::ParquetError) -> Error {
         let path = path.to_string();
         move |source| Error::Parquet { path, source }
+    }
+}
+
+/// An Arrow error met outside Tarn's own calls (building the batches a caller hands in),
+/// so a caller's `?` works on both.
+impl From<arrow_schema::ArrowError> for Error {
+    fn from(source: arrow_schema::ArrowError) -> Self {
+        Error::Arrow {
+            context: "building Arrow data".into(),
+            source,
+        }
     }
 }

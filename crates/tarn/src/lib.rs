@@ -38,18 +38,17 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules, from the bottom up: [`protocol`] (Delta actions, schemas and features as
-//! plain types), [`properties`] and [`clock`], the log and [`Snapshot`] (replaying
-//! `_delta_log/`), [`expr`] (predicates), [`Scan`] (pruned, concurrent reads), [`dv`]
-//! (deletion vectors), [`Transaction`] (put-if-absent commits and the conflict checker),
-//! then the operations on a [`Table`]: [`WriteBuilder`], [`dml`], optimize and vacuum.
+//! The public modules: [`protocol`] (Delta actions, schemas, features and table
+//! properties as plain types), [`clock`] (where timestamps come from), [`expr`]
+//! (predicates and expressions) and [`index`] (index definitions and segments). Everything
+//! else is reached from the crate root, starting at a [`Table`]: its [`Snapshot`], a
+//! [`Scan`], a [`Transaction`], and the operations ([`WriteBuilder`], [`DeleteBuilder`],
+//! [`UpdateBuilder`], [`MergeBuilder`], [`OptimizeBuilder`], [`VacuumBuilder`]).
+//! `docs/architecture.md` maps the modules and their layers.
 
 pub mod clock;
-pub mod dml;
-pub mod dv;
 pub mod expr;
 pub mod index;
-pub mod properties;
 pub mod protocol;
 
 mod background;
@@ -57,7 +56,12 @@ mod cache;
 mod changes;
 mod conform;
 mod create;
+mod dml;
+mod dv;
 mod error;
+mod indexing;
+#[cfg(test)]
+mod layers;
 mod log;
 mod optimize;
 mod paths;
@@ -75,20 +79,19 @@ pub use background::settle_background_work;
 pub use changes::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
-pub use dml::{ChangeStrategy, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
+pub use dml::{DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
 pub use error::{ConflictReason, Error, Result};
-pub use index::{
-    CreateIndexBuilder, IndexInfo, IndexKind, IndexMode, IndexOptions, IndexUse,
-    OptimizeIndicesOutcome,
-};
+pub use index::{IndexKind, IndexMode, IndexOptions, IndexUse};
+pub use indexing::{CreateIndexBuilder, IndexInfo, OptimizeIndicesOutcome};
 pub use log::checkpoint_write::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
+pub use protocol::properties::ChangeStrategy;
 pub use scan::{
     CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES, MAX_CONCURRENCY,
     MinMaxOutcome, RecordBatchStream, Scan, ScanPlan,
 };
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
-pub use table::Table;
+pub use table::{Table, VersionInfo};
 pub use tarn_store::{StoreLocation, StoreOptions};
 pub use txn::{
     CheckpointTask, CommitOutcome, ENGINE_INFO, IsolationLevel, RetryPolicy, Transaction,
@@ -96,10 +99,25 @@ pub use txn::{
 pub use vacuum::{VacuumBuilder, VacuumOutcome};
 pub use write::{SchemaMode, WriteBuilder, WriteMode, WriteOutcome};
 
-// The README's examples compile as doc tests, so they cannot drift from the API.
+// The examples of the README and of docs/ compile as doc tests, so they cannot drift
+// from the API (docs/catalog.md's compile in tarn-catalog, which they use).
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;
+mod doc_examples {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/indices.md")]
+    struct Indices;
+    #[doc = include_str!("../../../docs/row-level-changes.md")]
+    struct RowLevelChanges;
+    #[doc = include_str!("../../../docs/storage.md")]
+    struct Storage;
+    #[doc = include_str!("../../../docs/transactions.md")]
+    struct Transactions;
+    #[doc = include_str!("../../../docs/features.md")]
+    struct Features;
+    #[doc = include_str!("../../../docs/architecture.md")]
+    struct Architecture;
+}
 
 /// Opens the table at `url` at its latest version. See [`Table::open`].
 pub async fn open(url: &str) -> Result<Table> {

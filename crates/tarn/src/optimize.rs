@@ -16,9 +16,10 @@ use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record
 use crate::dml::{copied_rows, hidden_fields, read_candidates};
 use crate::error::{Error, Result};
 use crate::expr::Expr;
-use crate::index::InlineSegments;
-use crate::properties::DEFAULT_TARGET_FILE_SIZE;
+use crate::indexing::InlineSegments;
+use crate::protocol::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::{Add, PartitionValues};
+use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::CommitOutcome;
 use crate::write::{Checks, FileWriteOptions, StatsColumns, write_files};
@@ -73,20 +74,20 @@ impl Table {
 impl OptimizeBuilder<'_> {
     /// The size files are packed up to (default: `delta.targetFileSize`, else 128 MiB).
     /// Files smaller than it are compaction candidates.
-    pub fn target_size(mut self, bytes: u64) -> Self {
+    pub fn with_target_file_size(mut self, bytes: u64) -> Self {
         self.target_size = Some(bytes);
         self
     }
 
     /// Files whose deletion vector marks more than this share of their rows are rewritten
     /// without the deleted rows (default 0.1).
-    pub fn deletion_vector_threshold(mut self, share: f64) -> Self {
+    pub fn with_deletion_vector_threshold(mut self, share: f64) -> Self {
         self.dv_threshold = share.clamp(0.0, 1.0);
         self
     }
 
     /// Rewrites every file of each partition sorted by these columns.
-    pub fn sort_by(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn with_sort_by(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.sort_by = columns.into_iter().map(Into::into).collect();
         self
     }
@@ -118,7 +119,7 @@ impl OptimizeBuilder<'_> {
             .unwrap_or(DEFAULT_TARGET_FILE_SIZE);
         if target == 0 {
             return Err(Error::InvalidArgument {
-                name: "target_size",
+                name: "target_file_size",
                 reason: "must be positive".into(),
             });
         }
@@ -130,35 +131,7 @@ impl OptimizeBuilder<'_> {
                 });
             }
         }
-        let files: Vec<Add> = match &filter {
-            Some(predicate) => {
-                let partitions: Vec<&str> = snapshot
-                    .partition_columns()
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect();
-                let bound = predicate.bind(snapshot.schema())?;
-                if let Some(other) = bound
-                    .columns()
-                    .into_iter()
-                    .find(|c| !partitions.contains(&c.root()))
-                {
-                    return Err(Error::InvalidArgument {
-                        name: "filter",
-                        reason: format!(
-                            "{other} is not a partition column; optimize works on whole partitions"
-                        ),
-                    });
-                }
-                snapshot
-                    .scan()
-                    .filter(predicate.clone())
-                    .plan()
-                    .await?
-                    .files
-            }
-            None => snapshot.files().cloned().collect(),
-        };
+        let files = files_to_optimize(&snapshot, filter.as_ref()).await?;
 
         // Candidates per partition.
         let mut partitions: BTreeMap<PartitionValues, Vec<Add>> = BTreeMap::new();
@@ -193,30 +166,10 @@ impl OptimizeBuilder<'_> {
         let hidden = hidden_fields(&snapshot);
         let (mut added, mut captured) = (Vec::new(), Vec::new());
         for (_, files) in partitions {
-            let heavy = |a: &Add| {
-                let Some(dv) = &a.deletion_vector else {
-                    return false;
-                };
-                let rows = a.stats.as_ref().and_then(|s| s.num_records());
-                rows.is_some_and(|r| r > 0 && dv.cardinality as f64 / r as f64 > dv_threshold)
-            };
-            let candidates: Vec<Add> = if sort_by.is_empty() {
-                let chosen: Vec<Add> = files
-                    .iter()
-                    .filter(|a| (a.size as u64) < target || heavy(a))
-                    .cloned()
-                    .collect();
-                let worth = chosen.len() >= 2 || chosen.iter().any(heavy);
-                if !worth {
-                    continue;
-                }
-                chosen
-            } else {
-                files
-            };
-            if candidates.is_empty() {
+            let Some(candidates) = candidates(files, target, dv_threshold, !sort_by.is_empty())
+            else {
                 continue;
-            }
+            };
             let read = read_candidates(&snapshot, &candidates).await?;
             // Compacted rows keep their row ids when the table keeps them.
             let mut batches: Vec<RecordBatch> = Vec::with_capacity(read.len());
@@ -227,25 +180,7 @@ impl OptimizeBuilder<'_> {
                 }
                 batches.push(batch);
             }
-            let schema = batches
-                .first()
-                .map(|b| b.schema())
-                .unwrap_or_else(|| Arc::clone(snapshot.arrow_schema()));
-            let mut batch = concat_batches(&schema, &batches)
-                .map_err(Error::arrow("gathering rows to optimize"))?;
-            if !sort_by.is_empty() && batch.num_rows() > 0 {
-                let columns: Vec<SortColumn> = sort_by
-                    .iter()
-                    .filter_map(|c| batch.column_by_name(c).cloned())
-                    .map(|values| SortColumn {
-                        values,
-                        options: None,
-                    })
-                    .collect();
-                let order =
-                    lexsort_to_indices(&columns, None).map_err(Error::arrow("sorting rows"))?;
-                batch = take_record_batch(&batch, &order).map_err(Error::arrow("sorting rows"))?;
-            }
+            let batch = sorted_rows(&snapshot, &batches, &sort_by)?;
             let written = write_files(
                 snapshot.location(),
                 snapshot.schema(),
@@ -304,4 +239,95 @@ impl OptimizeBuilder<'_> {
         outcome.duration = started.elapsed();
         Ok(outcome)
     }
+}
+
+/// The live files `filter` (on partition columns only) names, or every live file.
+///
+/// Fails with [`Error::InvalidArgument`] for a filter on other columns.
+async fn files_to_optimize(snapshot: &Snapshot, filter: Option<&Expr>) -> Result<Vec<Add>> {
+    Ok(match filter {
+        Some(predicate) => {
+            let partitions: Vec<&str> = snapshot
+                .partition_columns()
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect();
+            let bound = predicate.bind(snapshot.schema())?;
+            if let Some(other) = bound
+                .columns()
+                .into_iter()
+                .find(|c| !partitions.contains(&c.root()))
+            {
+                return Err(Error::InvalidArgument {
+                    name: "filter",
+                    reason: format!(
+                        "{other} is not a partition column; optimize works on whole partitions"
+                    ),
+                });
+            }
+            snapshot
+                .scan()
+                .filter(predicate.clone())
+                .plan()
+                .await?
+                .files
+        }
+        None => snapshot.files().cloned().collect(),
+    })
+}
+
+/// The files of one partition to rewrite: with a sort, all of them; without, those
+/// smaller than `target` or whose deletion vectors hide more than `dv_threshold` of their
+/// rows, when there are two or more, or one worth purging. `None` when nothing is worth
+/// rewriting.
+fn candidates(files: Vec<Add>, target: u64, dv_threshold: f64, sorting: bool) -> Option<Vec<Add>> {
+    let heavy = |a: &Add| {
+        let Some(dv) = &a.deletion_vector else {
+            return false;
+        };
+        let rows = a.stats.as_ref().and_then(|s| s.num_records());
+        rows.is_some_and(|r| r > 0 && dv.cardinality as f64 / r as f64 > dv_threshold)
+    };
+    let candidates: Vec<Add> = if sorting {
+        files
+    } else {
+        let chosen: Vec<Add> = files
+            .iter()
+            .filter(|a| (a.size as u64) < target || heavy(a))
+            .cloned()
+            .collect();
+        let worth = chosen.len() >= 2 || chosen.iter().any(heavy);
+        if !worth {
+            return None;
+        }
+        chosen
+    };
+    (!candidates.is_empty()).then_some(candidates)
+}
+
+/// The rows read, gathered into one batch and sorted by `sort_by` when it names columns.
+fn sorted_rows(
+    snapshot: &Snapshot,
+    batches: &[RecordBatch],
+    sort_by: &[String],
+) -> Result<RecordBatch> {
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .unwrap_or_else(|| Arc::clone(snapshot.arrow_schema()));
+    let mut batch =
+        concat_batches(&schema, batches).map_err(Error::arrow("gathering rows to optimize"))?;
+    if !sort_by.is_empty() && batch.num_rows() > 0 {
+        let columns: Vec<SortColumn> = sort_by
+            .iter()
+            .filter_map(|c| batch.column_by_name(c).cloned())
+            .map(|values| SortColumn {
+                values,
+                options: None,
+            })
+            .collect();
+        let order = lexsort_to_indices(&columns, None).map_err(Error::arrow("sorting rows"))?;
+        batch = take_record_batch(&batch, &order).map_err(Error::arrow("sorting rows"))?;
+    }
+    Ok(batch)
 }

@@ -225,20 +225,11 @@ impl ObjectFileReader {
     }
 }
 
-/// The text of a caught panic.
-pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
-}
-
 /// A Parquet error standing for a panic of the decoder (it panics on some corrupt files).
 pub(crate) fn decoder_panic(payload: &Box<dyn std::any::Any + Send>) -> ParquetError {
     ParquetError::General(format!(
         "corrupt file: the Parquet decoder failed: {}",
-        panic_message(payload)
+        crate::tasks::panic_message(payload)
     ))
 }
 

@@ -10,7 +10,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::log::checkpoint_write::CheckpointWritten;
 use crate::paths::validate_name;
-use crate::properties::ColumnMappingMode;
+use crate::protocol::properties::ColumnMappingMode;
 use crate::protocol::{Action, Protocol, StructField, StructType, mapping};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
@@ -28,6 +28,16 @@ pub struct Table {
     clock: Arc<dyn Clock>,
 }
 
+/// A version the log holds, as [`Table::versions`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionInfo {
+    /// The version.
+    pub version: i64,
+    /// Its commit timestamp in milliseconds since the epoch: the in-commit timestamp
+    /// where the table has them, else the commit file's time.
+    pub timestamp_ms: i64,
+}
+
 impl Table {
     /// Opens the table at `url` at its latest version (see [`tarn_store::open`] for URLs).
     ///
@@ -39,11 +49,11 @@ impl Table {
 
     /// Opens the table at `url` with store options (endpoint, credentials, region).
     pub async fn open_with_options(url: &str, options: &StoreOptions) -> Result<Table> {
-        Self::open_location(tarn_store::open_with_options(url, options)?).await
+        Self::open_at(tarn_store::open_with_options(url, options)?).await
     }
 
     /// Opens the table at a location built by hand (for example with a wrapped store).
-    pub async fn open_location(location: StoreLocation) -> Result<Table> {
+    pub async fn open_at(location: StoreLocation) -> Result<Table> {
         let snapshot = Snapshot::builder(location).build().await?;
         Ok(Self::from_snapshot(snapshot))
     }
@@ -133,12 +143,16 @@ impl Table {
     /// the commit files' times.
     ///
     /// Fails with [`Error::Store`] when the log cannot be listed or a commit read.
-    pub async fn versions(&self) -> Result<Vec<(i64, i64)>> {
+    pub async fn versions(&self) -> Result<Vec<VersionInfo>> {
         let since = self.snapshot.properties().in_commit_timestamps_since();
         Ok(
             crate::log::versions::list_stamped_versions(self.location(), since)
                 .await?
                 .into_iter()
+                .map(|(version, timestamp_ms)| VersionInfo {
+                    version,
+                    timestamp_ms,
+                })
                 .collect(),
         )
     }
@@ -205,7 +219,7 @@ impl Table {
             metadata.configuration.insert(key, Some(value.into()));
         }
         // A codec no write could use is refused now, not at the next write.
-        crate::properties::TableProperties::new(&metadata).data_compression()?;
+        crate::protocol::properties::TableProperties::new(&metadata).data_compression()?;
         let mut schema = self.schema().clone();
         let (before, after) = (
             mapping::mode_of(self.snapshot.metadata())?,

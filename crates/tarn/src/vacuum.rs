@@ -16,7 +16,7 @@ use object_store::path::Path;
 
 use crate::error::{Error, Result};
 use crate::index::meta::INDEX_DIR;
-use crate::index::referenced_objects;
+use crate::indexing::referenced_objects;
 use crate::log::versions::commit_timestamps;
 use crate::log::{CommitFile, list_log, read_commits};
 use crate::paths;
@@ -64,13 +64,13 @@ impl Table {
 
 impl VacuumBuilder<'_> {
     /// The retention period (default: `delta.deletedFileRetentionDuration`, one week).
-    pub fn retention(mut self, retention: Duration) -> Self {
+    pub fn with_retention(mut self, retention: Duration) -> Self {
         self.retention = Some(retention);
         self
     }
 
     /// Only list what would be deleted.
-    pub fn dry_run(mut self, dry_run: bool) -> Self {
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
         self.dry_run = dry_run;
         self
     }
@@ -78,7 +78,7 @@ impl VacuumBuilder<'_> {
     /// Whether a retention shorter than the table's is refused (default: yes). A shorter
     /// one can delete files that readers of recent versions, or writers about to commit,
     /// still need.
-    pub fn enforce_retention(mut self, enforce: bool) -> Self {
+    pub fn with_enforce_retention(mut self, enforce: bool) -> Self {
         self.enforce_retention = enforce;
         self
     }
@@ -116,7 +116,7 @@ impl VacuumBuilder<'_> {
             .list(Some(root))
             .try_collect()
             .await
-            .map_err(Error::store("list", root))?;
+            .map_err(Error::store(tarn_store::StoreOp::List, root))?;
         // Index objects old enough to go, unless a retained version uses them.
         let index_candidates: Vec<&object_store::ObjectMeta> = objects
             .iter()
@@ -159,7 +159,7 @@ impl VacuumBuilder<'_> {
                 .delete_stream(paths)
                 .try_for_each(|_| async { Ok(()) })
                 .await
-                .map_err(Error::store("delete", root))?;
+                .map_err(Error::store(tarn_store::StoreOp::Delete, root))?;
         }
         let prefix = root.as_ref().len() + usize::from(!root.as_ref().is_empty());
         Ok(VacuumOutcome {

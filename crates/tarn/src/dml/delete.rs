@@ -39,7 +39,7 @@ impl Table {
 
 impl DeleteBuilder<'_> {
     /// Copy-on-write or merge-on-read, overriding the table's choice.
-    pub fn strategy(mut self, strategy: ChangeStrategy) -> Self {
+    pub fn with_strategy(mut self, strategy: ChangeStrategy) -> Self {
         self.strategy = Some(strategy);
         self
     }
@@ -51,8 +51,8 @@ impl DeleteBuilder<'_> {
     /// files' rows).
     ///
     /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for a predicate that
-    /// does not fit the schema, [`Error::InvalidArgument`] for merge-on-read on a table
-    /// without deletion vectors or a delete on an append-only table, and as
+    /// does not fit the schema, [`Error::FeatureNotEnabled`] for merge-on-read on a table
+    /// without deletion vectors, [`Error::AppendOnly`] on an append-only table, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let DeleteBuilder {

@@ -12,7 +12,7 @@ use arrow::datatypes::{DataType as ArrowType, Field};
 
 use crate::changes::CHANGE_TYPE;
 use crate::error::Result;
-use crate::properties::DEFAULT_TARGET_FILE_SIZE;
+use crate::protocol::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::{Action, Cdc, DataType, PrimitiveType, StructField};
 use crate::snapshot::Snapshot;
 use crate::txn::Transaction;

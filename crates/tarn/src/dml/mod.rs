@@ -29,11 +29,11 @@ pub use delete::DeleteBuilder;
 pub use merge::MergeBuilder;
 pub use update::UpdateBuilder;
 
-pub use crate::properties::ChangeStrategy;
+use crate::protocol::properties::ChangeStrategy;
 
 use crate::dv::{DvFileWriter, describe_bitmap};
 use crate::error::{Error, Result};
-use crate::index::InlineSegments;
+use crate::indexing::InlineSegments;
 use crate::protocol::Add;
 use crate::protocol::features::ensure_writable;
 use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of};
@@ -104,25 +104,24 @@ pub(crate) fn resolve_strategy(
     if strategy == ChangeStrategy::MergeOnRead
         && !snapshot.protocol().has_writer_feature("deletionVectors")
     {
-        return Err(Error::InvalidArgument {
-            name: "strategy",
-            reason: "merge-on-read writes deletion vectors; enable them first with \
-                     set_properties([(\"delta.enableDeletionVectors\", \"true\")])"
-                .into(),
+        return Err(Error::FeatureNotEnabled {
+            table: snapshot.location().url().to_string(),
+            feature: "deletionVectors",
+            operation: "merge-on-read".into(),
+            how: "enable deletion vectors first with \
+                  set_properties([(\"delta.enableDeletionVectors\", \"true\")])",
         });
     }
     Ok(strategy)
 }
 
-/// Fails with [`Error::InvalidArgument`] when the table is append-only
-/// (`delta.appendOnly`): `operation` would remove or change rows.
+/// Fails with [`Error::AppendOnly`] when the table is append-only (`delta.appendOnly`):
+/// `operation` would remove or change rows.
 pub(crate) fn refuse_if_append_only(snapshot: &Snapshot, operation: &'static str) -> Result<()> {
     if snapshot.properties().append_only() {
-        return Err(Error::InvalidArgument {
-            name: operation,
-            reason: "the table is append-only (delta.appendOnly): rows cannot be removed or \
-                     changed"
-                .into(),
+        return Err(Error::AppendOnly {
+            table: snapshot.location().url().to_string(),
+            operation: operation.into(),
         });
     }
     Ok(())
@@ -263,7 +262,9 @@ pub(crate) async fn exact_deletions(
             return Ok(None);
         };
         let before = match &add.deletion_vector {
-            Some(dv) => crate::dv::deletion_vector_of(snapshot, dv).await?,
+            Some(dv) => {
+                crate::dv::deletion_vector_of(snapshot.location(), snapshot.caches(), dv).await?
+            }
             None => RoaringTreemap::new(),
         };
         changes.push(FileChange {
@@ -309,7 +310,7 @@ pub(crate) fn write_options(snapshot: &Snapshot, now_ms: i64) -> Result<FileWrit
         target_file_size: snapshot
             .properties()
             .target_file_size()
-            .unwrap_or(crate::properties::DEFAULT_TARGET_FILE_SIZE),
+            .unwrap_or(crate::protocol::properties::DEFAULT_TARGET_FILE_SIZE),
         stats_columns: StatsColumns::of(snapshot)?,
         writer_properties: None,
         compression: snapshot.properties().data_compression()?,

@@ -16,7 +16,7 @@ use super::DmlMetrics;
 use super::feed::{Feed, write_feed};
 use super::row_ids::RowIds;
 use crate::error::{Error, Result};
-use crate::index::InlineSegments;
+use crate::indexing::InlineSegments;
 use crate::protocol::Add;
 use crate::scan::stream_file;
 use crate::snapshot::Snapshot;

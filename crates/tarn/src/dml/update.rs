@@ -143,7 +143,7 @@ pub(crate) fn check_partition_moves(
                 name: "assignments",
                 reason: format!(
                     "{name:?} is a partition column: the update moves rows to other partitions; \
-                     say so with allow_partition_moves(true)"
+                     say so with with_partition_moves(true)"
                 ),
             });
         }
@@ -190,13 +190,13 @@ impl UpdateBuilder<'_> {
     }
 
     /// Copy-on-write or merge-on-read, overriding the table's choice.
-    pub fn strategy(mut self, strategy: ChangeStrategy) -> Self {
+    pub fn with_strategy(mut self, strategy: ChangeStrategy) -> Self {
         self.strategy = Some(strategy);
         self
     }
 
     /// Whether assigning partition columns (moving rows between partitions) is allowed.
-    pub fn allow_partition_moves(mut self, allow: bool) -> Self {
+    pub fn with_partition_moves(mut self, allow: bool) -> Self {
         self.allow_partition_moves = allow;
         self
     }
@@ -206,10 +206,13 @@ impl UpdateBuilder<'_> {
     /// Fails with [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for predicates or
     /// assignments that do not fit the schema, [`Error::InvalidArgument`] for no or
     /// duplicate assignments, partition columns assigned without
-    /// `allow_partition_moves`, merge-on-read without deletion vectors, an append-only
-    /// table, or a `GENERATED ALWAYS` identity column assigned,
+    /// `with_partition_moves`, or a `GENERATED ALWAYS` identity column assigned,
+    /// [`Error::FeatureNotEnabled`] for merge-on-read without deletion vectors,
+    /// [`Error::AppendOnly`] on an append-only table,
     /// [`Error::SchemaMismatch`] when a non-nullable column would become null, and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
+    // Long by design: the statement's steps in order (bind, plan, each strategy's
+    // rewrite, commit), each step a call of its own.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let UpdateBuilder {
             table,

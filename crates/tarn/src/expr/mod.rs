@@ -385,6 +385,7 @@ impl Expr {
     }
 
     /// Binds and returns the expression's primitive type (`None` for a null literal).
+    // Long by design: one arm per expression kind, the typing rules side by side.
     fn bind_inner(&self, schema: &StructType) -> Result<(Expr, Option<PrimitiveType>)> {
         use PrimitiveType as P;
         match self {

@@ -103,7 +103,7 @@ pub(crate) fn segment_domain(name: &str, segment_id: &str) -> String {
 
 /// The object path (relative to the root) of a new segment.
 pub(crate) fn segment_object(name: &str, segment_id: &str, kind: IndexKind) -> String {
-    format!("{INDEX_DIR}/{name}/{segment_id}.{}", kind.extension())
+    format!("{INDEX_DIR}/{name}/{segment_id}.{}", kind.name())
 }
 
 impl TableIndices {

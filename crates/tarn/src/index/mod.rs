@@ -1,5 +1,8 @@
-//! Table indices: BTree, Bitmap and full-text indices (from `tarn-index`) kept on a
-//! Delta table, in segments that each cover a known set of data files.
+//! Table indices on the read path: BTree, Bitmap and full-text indices (from
+//! `tarn-index`) kept on a Delta table, in segments that each cover a known set of data
+//! files, their records in the log, and the lookups a scan makes. Building segments,
+//! creating and dropping indices and catching them up are the operations of
+//! `crate::indexing`.
 //!
 //! An index is recorded in domain metadata (see [`meta`]), so Spark and delta-rs carry it
 //! along and otherwise ignore it. Each segment is one immutable object under
@@ -10,64 +13,23 @@
 //! after the lookup, files no segment covers fall back to statistics, and the whole
 //! predicate is still evaluated on the rows read.
 
-mod build;
-mod ddl;
 mod lookup;
-mod maintain;
 pub mod meta;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+pub use tarn_index::IndexKind;
 use tarn_index::fts::FullTextOptions;
 use tarn_index::{BTreeIndex, BitmapIndex, RoaringTreemap, ScalarQuery};
 
-pub use ddl::{CreateIndexBuilder, IndexInfo, OptimizeIndicesOutcome};
 pub use lookup::IndexUse;
 pub(crate) use lookup::{select_rows, table_indices};
-pub(crate) use maintain::{InlineSegments, referenced_objects};
 pub use meta::{IndexDefinition, IndexSegment};
 
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::snapshot::Snapshot;
-
-/// The kind of an index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IndexKind {
-    /// Sorted pages of values: equality, `IN`, ranges and prefixes on any orderable
-    /// column.
-    #[serde(rename = "btree")]
-    BTree,
-    /// A bitmap per distinct value: equality, `IN` and `IS NULL` on columns of few
-    /// distinct values.
-    Bitmap,
-    /// A tantivy index over a string column, for [`crate::expr::text_match`].
-    #[serde(rename = "fulltext")]
-    FullText,
-}
-
-impl IndexKind {
-    /// The kind's name: `btree`, `bitmap` or `fulltext`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::BTree => "btree",
-            Self::Bitmap => "bitmap",
-            Self::FullText => "fulltext",
-        }
-    }
-
-    pub(crate) fn extension(self) -> &'static str {
-        self.name()
-    }
-}
-
-impl std::fmt::Display for IndexKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// When an index's segments are built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -12,9 +12,11 @@ use tarn_index::fts::FullTextBuilder;
 use tarn_index::{BTreeBuilder, BTreeOptions, BitmapBuilder, row_address};
 use uuid::Uuid;
 
-use super::IndexKind;
-use super::meta::{INDEX_FORMAT, IndexDefinition, IndexSegment, segment_domain, segment_object};
 use crate::error::{Error, Result};
+use crate::index::IndexKind;
+use crate::index::meta::{
+    INDEX_FORMAT, IndexDefinition, IndexSegment, segment_domain, segment_object,
+};
 use crate::paths;
 use crate::protocol::Add;
 use crate::scan::read_file_rows_of;
@@ -144,7 +146,7 @@ pub(crate) async fn build_segment(
         .store()
         .put(&path, PutPayload::from_bytes(bytes))
         .await
-        .map_err(Error::store("put", &path))?;
+        .map_err(Error::store(tarn_store::StoreOp::Put, &path))?;
     let segment = IndexSegment {
         index: def.id.clone(),
         object,

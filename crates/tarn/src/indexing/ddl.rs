@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::build::{build_segment, check_type, read_column};
-use super::lookup::table_indices;
-use super::meta::{
+use crate::error::{ConflictReason, Error, Result};
+use crate::index::meta::{
     INDEX_FORMAT, IndexDefinition, REGISTRY_DOMAIN, TableIndices, canonical_files, segment_json,
     validate_index_name,
 };
-use super::{IndexKind, IndexMode, IndexOptions};
-use crate::error::{ConflictReason, Error, Result};
+use crate::index::table_indices;
+use crate::index::{IndexKind, IndexMode, IndexOptions};
 use crate::paths;
 use crate::protocol::Add;
 use crate::table::Table;
@@ -239,25 +239,25 @@ pub struct OptimizeIndicesOutcome {
 
 impl CreateIndexBuilder<'_> {
     /// The index's name (default `<column>_idx`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
     }
 
     /// The kind of index (default BTree).
-    pub fn kind(mut self, kind: IndexKind) -> Self {
+    pub fn with_kind(mut self, kind: IndexKind) -> Self {
         self.kind = kind;
         self
     }
 
     /// Inline (default) or deferred.
-    pub fn mode(mut self, mode: IndexMode) -> Self {
+    pub fn with_mode(mut self, mode: IndexMode) -> Self {
         self.mode = mode;
         self
     }
 
     /// Options of the kind (BTree page size, full-text analyzer).
-    pub fn options(mut self, options: IndexOptions) -> Self {
+    pub fn with_options(mut self, options: IndexOptions) -> Self {
         self.options = options;
         self
     }

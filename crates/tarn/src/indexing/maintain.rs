@@ -5,14 +5,14 @@ use std::collections::HashSet;
 
 use arrow::array::ArrayRef;
 
-use super::IndexMode;
 use super::build::{FileColumn, build_segment, read_column};
-use super::lookup::table_indices;
-use super::meta::{
+use crate::error::Result;
+use crate::index::IndexMode;
+use crate::index::meta::{
     INDEX_FORMAT, IndexDefinition, IndexSegment, REGISTRY_DOMAIN, SEGMENT_DOMAIN_PREFIX,
     canonical_files, segment_json,
 };
-use crate::error::Result;
+use crate::index::table_indices;
 use crate::paths;
 use crate::protocol::{Action, Add};
 use crate::snapshot::Snapshot;

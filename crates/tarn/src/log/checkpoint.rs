@@ -13,12 +13,12 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::file::reader::ChunkReader;
 
-use super::lazy_stats::{LazySections, StatsLeaves, group_reader};
 use super::projected::{self, invalid};
 use super::{CheckpointFiles, LOG_READ_CONCURRENCY, file_actions, log_dir, parse_commit};
 use crate::error::{Error, Result};
 use crate::protocol::names::{CheckpointKind, SIDECARS_DIR};
 use crate::protocol::{Action, Sidecar};
+use crate::stats::lazy::{LazySections, StatsLeaves, group_reader};
 
 /// Top-level checkpoint columns Tarn skips: `commitInfo` and `cdc` never matter in a
 /// checkpoint.
@@ -125,9 +125,12 @@ pub(crate) async fn read_checkpoint(
 
 async fn get_bytes(store: &dyn ObjectStore, path: &Path) -> Result<Bytes> {
     match store.get(path).await {
-        Ok(r) => r.bytes().await.map_err(Error::store("get", path)),
+        Ok(r) => r
+            .bytes()
+            .await
+            .map_err(Error::store(tarn_store::StoreOp::Get, path)),
         Err(object_store::Error::NotFound { .. }) => Err(invalid(path, "the file is missing")),
-        Err(e) => Err(Error::store("get", path)(e)),
+        Err(e) => Err(Error::store(tarn_store::StoreOp::Get, path)(e)),
     }
 }
 
@@ -170,7 +173,7 @@ fn guarded(path: &Path, decode: impl FnOnce() -> Result<Batches>) -> Result<Batc
             path,
             format!(
                 "the Parquet decoder failed: {}",
-                crate::reader::panic_message(&panic)
+                crate::tasks::panic_message(&panic)
             ),
         ))
     })
@@ -242,7 +245,7 @@ fn decode_checkpoint<R: ChunkReader + Clone + 'static>(
                 h.join().unwrap_or_else(|panic| {
                     Err(bad(&format!(
                         "the Parquet decoder failed: {}",
-                        crate::reader::panic_message(&panic)
+                        crate::tasks::panic_message(&panic)
                     )))
                 })
             })
@@ -316,8 +319,8 @@ fn actions_via_json(batch: &RecordBatch) -> Result<Vec<Action>> {
 mod tests {
     use super::*;
     use crate::log::checkpoint_write::encode_checkpoint;
-    use crate::log::parsed_stats::CheckpointLayout;
     use crate::protocol::{Add, DeletionVectorDescriptor, Metadata, Protocol, Remove, Txn};
+    use crate::stats::parsed::CheckpointLayout;
 
     fn decode_batches_of(batch: &RecordBatch) -> Vec<Action> {
         let column = |name: &str| batch.column_by_name(name).and_then(|c| c.as_struct_opt());

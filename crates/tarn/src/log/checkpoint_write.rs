@@ -14,11 +14,11 @@ use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
 use super::log_dir;
-use super::parsed_stats::CheckpointLayout;
 use crate::error::{Error, Result};
 use crate::expr::Scalar;
 use crate::protocol::Action;
 use crate::protocol::names::{LAST_CHECKPOINT, checkpoint_file_name};
+use crate::stats::parsed::CheckpointLayout;
 
 /// Actions per row group of the checkpoints Tarn writes.
 pub(crate) const CHECKPOINT_ROW_GROUP: usize = 16 * 1024;
@@ -329,7 +329,7 @@ pub(crate) async fn write_checkpoint(
     store
         .put(&path, PutPayload::from_bytes(bytes))
         .await
-        .map_err(Error::store("put", &path))?;
+        .map_err(Error::store(tarn_store::StoreOp::Put, &path))?;
     let hint = LastCheckpoint {
         version,
         size: count as i64,
@@ -344,7 +344,7 @@ pub(crate) async fn write_checkpoint(
     store
         .put(&hint_path, PutPayload::from(json))
         .await
-        .map_err(Error::store("put", &hint_path))?;
+        .map_err(Error::store(tarn_store::StoreOp::Put, &hint_path))?;
     Ok(CheckpointWritten {
         version,
         actions: count,

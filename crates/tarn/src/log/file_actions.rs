@@ -17,10 +17,10 @@ use arrow::array::{
 };
 use arrow::datatypes::DataType;
 
-use super::lazy_stats::LazySections;
-use super::parsed_stats::ParsedRows;
 use crate::protocol::stats::StatsRows;
 use crate::protocol::{Action, Add, DeletionVectorDescriptor, PartitionValues, Remove, Stats};
+use crate::stats::lazy::LazySections;
+use crate::stats::parsed::ParsedRows;
 
 /// Read access to a string column of any of Arrow's string layouts.
 enum Strings<'a> {

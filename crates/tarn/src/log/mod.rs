@@ -4,8 +4,6 @@
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_write;
 mod file_actions;
-mod lazy_stats;
-pub(crate) mod parsed_stats;
 mod projected;
 #[cfg(test)]
 mod robustness;
@@ -71,6 +69,12 @@ pub(crate) struct LogListing {
     pub(crate) claims: Vec<(i64, Path)>,
 }
 
+/// How many group-commit proposals the last listing of a table's log showed, kept with
+/// the handle's caches: with many waiting, a commit claims its version rather than read
+/// them all (`txn::claim`).
+#[derive(Debug, Default)]
+pub(crate) struct ListedProposals(pub(crate) std::sync::atomic::AtomicUsize);
+
 /// A group-commit proposal seen in a listing.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ProposalRef {
@@ -112,7 +116,7 @@ pub(crate) async fn list_log(
     } else {
         store.list(Some(&dir)).try_collect().await
     }
-    .map_err(Error::store("list", &dir))?;
+    .map_err(Error::store(tarn_store::StoreOp::List, &dir))?;
     let mut listing = group_listing(&dir, listed, start);
     fill_gaps(store, &dir, &mut listing, start).await;
     Ok(listing)
@@ -303,9 +307,12 @@ pub(crate) async fn read_last_checkpoint(
 ) -> Result<Option<LastCheckpointHint>> {
     let path = log_dir(root).join(LAST_CHECKPOINT);
     let bytes = match store.get(&path).await {
-        Ok(result) => result.bytes().await.map_err(Error::store("get", &path))?,
+        Ok(result) => result
+            .bytes()
+            .await
+            .map_err(Error::store(tarn_store::StoreOp::Get, &path))?,
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(Error::store("get", &path)(e)),
+        Err(e) => return Err(Error::store(tarn_store::StoreOp::Get, &path)(e)),
     };
     Ok(serde_json::from_slice::<LastCheckpointHint>(&bytes)
         .ok()
@@ -383,10 +390,16 @@ pub(crate) async fn read_commit(
     let bytes = store
         .get(&commit.meta.location)
         .await
-        .map_err(Error::store("get", &commit.meta.location))?
+        .map_err(Error::store(
+            tarn_store::StoreOp::Get,
+            &commit.meta.location,
+        ))?
         .bytes()
         .await
-        .map_err(Error::store("get", &commit.meta.location))?;
+        .map_err(Error::store(
+            tarn_store::StoreOp::Get,
+            &commit.meta.location,
+        ))?;
     parse_commit(commit.version, &bytes)
 }
 

@@ -39,7 +39,7 @@ async fn get_range(store: &dyn ObjectStore, path: &Path, range: Range<u64>) -> R
     match store.get_range(path, range).await {
         Ok(bytes) => Ok(bytes),
         Err(object_store::Error::NotFound { .. }) => Err(invalid(path, "the file is missing")),
-        Err(e) => Err(Error::store("get", path)(e)),
+        Err(e) => Err(Error::store(tarn_store::StoreOp::Get, path)(e)),
     }
 }
 
@@ -134,7 +134,7 @@ pub(crate) async fn fetch_columns(
         Err(object_store::Error::NotFound { .. }) => {
             return Err(invalid(path, "the file is missing"));
         }
-        Err(e) => return Err(Error::store("get", path)(e)),
+        Err(e) => return Err(Error::store(tarn_store::StoreOp::Get, path)(e)),
     };
     let chunks = merged.into_iter().map(|r| r.start).zip(bytes).collect();
     Ok(SparseFile {

@@ -70,7 +70,7 @@ fn valid_checkpoint() -> Vec<u8> {
             default_row_commit_version: None,
         }),
     ];
-    encode_checkpoint(&actions, &super::parsed_stats::CheckpointLayout::classic())
+    encode_checkpoint(&actions, &crate::stats::parsed::CheckpointLayout::classic())
         .map(|b| b.to_vec())
         .unwrap_or_default()
 }
@@ -133,8 +133,8 @@ proptest! {
             cardinality,
         };
         let record = Bytes::from(bytes.clone());
-        let _ = crate::dv::decode_bitmap(&bytes, &descriptor);
-        let _ = crate::dv::verify_record(&record, &descriptor);
+        let _ = crate::protocol::dv::decode_bitmap(&bytes, &descriptor);
+        let _ = crate::protocol::dv::verify_record(&record, &descriptor);
     }
 }
 

@@ -1,9 +1,9 @@
 //! Protocol versions and table features: what Tarn can read and write.
 
 use crate::error::{Error, Result};
-use crate::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::actions::{Action, Metadata, Protocol};
 use crate::protocol::mapping;
+use crate::protocol::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::schema::{DataType, PrimitiveType, StructType};
 
 /// Reader features Tarn implements.
@@ -302,10 +302,15 @@ pub fn ensure_writable(
     mapping::ensure_mapped(schema, mode)
 }
 
-/// Fails with [`Error::InvalidArgument`] when a commit of `actions` by `operation`
-/// removes data from an append-only table (`delta.appendOnly` in the metadata the
+/// Fails with [`Error::AppendOnly`] when a commit of `actions` by `operation` removes
+/// data from the append-only table at `table` (`delta.appendOnly` in the metadata the
 /// actions set, else in `current`).
-pub fn ensure_appends_only(current: &Metadata, actions: &[Action], operation: &str) -> Result<()> {
+pub fn ensure_appends_only(
+    table: &str,
+    current: &Metadata,
+    actions: &[Action],
+    operation: &str,
+) -> Result<()> {
     let metadata = actions
         .iter()
         .rev()
@@ -318,11 +323,9 @@ pub fn ensure_appends_only(current: &Metadata, actions: &[Action], operation: &s
         .iter()
         .any(|a| matches!(a, Action::Remove(r) if r.data_change));
     if removes && TableProperties::new(metadata).append_only() {
-        return Err(Error::InvalidArgument {
-            name: "transaction",
-            reason: format!(
-                "the table is append-only (delta.appendOnly): {operation} would remove data"
-            ),
+        return Err(Error::AppendOnly {
+            table: table.to_string(),
+            operation: operation.to_string(),
         });
     }
     Ok(())

@@ -6,8 +6,8 @@
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::properties::{COLUMN_MAPPING_MODE, ColumnMappingMode, TableProperties};
 use crate::protocol::Metadata;
+use crate::protocol::properties::{COLUMN_MAPPING_MODE, ColumnMappingMode, TableProperties};
 use crate::protocol::schema::{COLUMN_ID_KEY, DataType, PHYSICAL_NAME_KEY, StructType, field_path};
 
 /// `delta.columnMapping.maxColumnId`: the highest column id ever given in the table.

@@ -1,11 +1,14 @@
 //! The Delta protocol as pure types: actions, schemas, table features, and the names of
-//! log files. Nothing here does IO.
+//! log files, the deletion-vector codec.
+//! Nothing here does IO.
 
 pub mod actions;
+pub(crate) mod dv;
 pub mod features;
 pub mod mapping;
 pub mod names;
 mod partition_values;
+pub mod properties;
 pub mod schema;
 pub mod stats;
 pub mod widening;

@@ -384,7 +384,9 @@ pub(crate) async fn load_deletion_vector_of(
     add: &Add,
 ) -> Result<Option<RoaringTreemap>> {
     match &add.deletion_vector {
-        Some(dv) => deletion_vector_of(snapshot, dv).await.map(Some),
+        Some(dv) => deletion_vector_of(snapshot.location(), snapshot.caches(), dv)
+            .await
+            .map(Some),
         None => Ok(None),
     }
 }

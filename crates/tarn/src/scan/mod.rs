@@ -8,6 +8,7 @@
 mod count;
 mod file;
 mod min_max;
+mod plan_stats;
 mod predicates;
 mod row_groups;
 mod row_ids;
@@ -34,11 +35,11 @@ use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Expr, Scalar, evaluate_predicate, may_match};
 use crate::index::{IndexUse, select_rows, table_indices};
-use crate::properties::ColumnMappingMode;
+use crate::protocol::properties::ColumnMappingMode;
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
-use crate::stats::columns::{PARALLEL_FILES, PlanStats, plan_stats};
 use crate::stats::{ColumnInfo, FileStatsView, column_infos};
+use plan_stats::{PARALLEL_FILES, PlanStats, file_partition_values, plan_stats};
 use roaring::RoaringTreemap;
 use views::{as_view, is_view, to_type};
 
@@ -186,7 +187,7 @@ impl Scan {
 
     /// Whether the table's indices narrow the files and rows read (default yes). The rows
     /// returned are the same either way.
-    pub fn use_indices(mut self, use_indices: bool) -> Self {
+    pub fn with_indices(mut self, use_indices: bool) -> Self {
         self.use_indices = use_indices;
         self
     }
@@ -457,7 +458,7 @@ struct ScanContext {
 
 impl ScanContext {
     fn partition_values(&self, add: &Add) -> Result<HashMap<ColumnName, Scalar>> {
-        partition_values(&self.snapshot, add)
+        file_partition_values(&self.snapshot, add)
     }
 
     /// The first live files whose live row counts in the log (`numRecords` minus
@@ -554,33 +555,6 @@ impl ScanContext {
         }
         Ok((files, by_partition, by_stats))
     }
-}
-
-/// The partition values of a file, typed by the table's partition columns.
-///
-/// Fails with [`Error::InvalidPartitionValue`] when one does not parse as its column's type.
-pub(crate) fn partition_values(
-    snapshot: &Snapshot,
-    add: &Add,
-) -> Result<HashMap<ColumnName, Scalar>> {
-    snapshot
-        .partition_columns()
-        .iter()
-        .map(|pc| {
-            let raw = add
-                .partition_values
-                .get(&pc.physical_name)
-                .and_then(|v| v.as_deref());
-            let value = Scalar::parse_partition(raw, pc.data_type).map_err(|reason| {
-                Error::InvalidPartitionValue {
-                    column: pc.name.clone(),
-                    value: raw.unwrap_or_default().to_string(),
-                    reason: format!("{reason} (in file {})", add.path),
-                }
-            })?;
-            Ok((ColumnName::new([pc.name.clone()]), value))
-        })
-        .collect()
 }
 
 /// The first `limit` rows of `stream`; it is dropped (its reads stopped) once they are

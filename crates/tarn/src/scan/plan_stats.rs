@@ -17,12 +17,12 @@ use arrow::array::ArrayRef;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::{ColumnInfo, lookup, typed_row};
 use crate::error::Result;
 use crate::expr::{ColumnName, Scalar, StatsView};
-use crate::log::parsed_stats::ParsedRows;
 use crate::protocol::Add;
 use crate::snapshot::Snapshot;
+use crate::stats::parsed::ParsedRows;
+use crate::stats::{ColumnInfo, lookup, typed_row};
 
 /// Below this many files planning parses and prunes on the calling task: spawning threads
 /// would cost more than the work.
@@ -44,7 +44,6 @@ pub(crate) struct ColumnBounds {
 /// What one version's planning has parsed so far.
 #[derive(Debug)]
 pub(crate) struct VersionStats {
-    version: i64,
     /// `numRecords` per file, parsed with the first data columns asked for.
     rows: Mutex<Option<Arc<Vec<Option<u64>>>>>,
     columns: Mutex<HashMap<ColumnName, Arc<ColumnBounds>>>,
@@ -132,30 +131,11 @@ impl StatsView for IndexedView<'_> {
 }
 
 impl VersionStats {
-    fn new(version: i64) -> Self {
+    fn new() -> Self {
         Self {
-            version,
             rows: Mutex::new(None),
             columns: Mutex::new(HashMap::new()),
             partitions: Mutex::new(None),
-        }
-    }
-}
-
-/// The slot a table handle's caches keep: the statistics of one version.
-#[derive(Debug, Default)]
-pub(crate) struct StatsSlot(Mutex<Option<Arc<VersionStats>>>);
-
-impl StatsSlot {
-    fn for_version(&self, version: i64) -> Arc<VersionStats> {
-        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match held.as_ref() {
-            Some(stats) if stats.version == version => Arc::clone(stats),
-            _ => {
-                let fresh = Arc::new(VersionStats::new(version));
-                *held = Some(Arc::clone(&fresh));
-                fresh
-            }
         }
     }
 }
@@ -173,7 +153,9 @@ pub(crate) async fn plan_stats(
     snapshot: &Snapshot,
     columns: &HashMap<ColumnName, ColumnInfo>,
 ) -> Result<PlanStats> {
-    let version = snapshot.caches().stats.for_version(snapshot.version());
+    let version = snapshot
+        .caches()
+        .for_version(snapshot.version(), VersionStats::new);
     let partitions = locked(&version.partitions).clone();
     let partitions = match partitions {
         Some(p) => p,
@@ -243,7 +225,7 @@ fn partition_values(snapshot: &Snapshot) -> Result<Vec<Arc<HashMap<ColumnName, S
                 if let Some(values) = seen.get(&add.partition_values) {
                     return Ok(Arc::clone(values));
                 }
-                let values = Arc::new(crate::scan::partition_values(snapshot, add)?);
+                let values = Arc::new(file_partition_values(snapshot, add)?);
                 seen.insert(&add.partition_values, Arc::clone(&values));
                 Ok(values)
             })
@@ -492,6 +474,33 @@ impl<'de> Visitor<'de> for Section<'_> {
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(Map::new())
     }
+}
+
+/// The partition values of a file, typed by the table's partition columns.
+///
+/// Fails with [`crate::Error::InvalidPartitionValue`] when one does not parse as its column's type.
+pub(crate) fn file_partition_values(
+    snapshot: &Snapshot,
+    add: &Add,
+) -> Result<HashMap<ColumnName, Scalar>> {
+    snapshot
+        .partition_columns()
+        .iter()
+        .map(|pc| {
+            let raw = add
+                .partition_values
+                .get(&pc.physical_name)
+                .and_then(|v| v.as_deref());
+            let value = Scalar::parse_partition(raw, pc.data_type).map_err(|reason| {
+                crate::Error::InvalidPartitionValue {
+                    column: pc.name.clone(),
+                    value: raw.unwrap_or_default().to_string(),
+                    reason: format!("{reason} (in file {})", add.path),
+                }
+            })?;
+            Ok((ColumnName::new([pc.name.clone()]), value))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use crate::log::{
     CommitFile, LogListing, LogSegment, list_log, list_whole_log_if_short, read_commit,
     read_commits, read_last_checkpoint,
 };
-use crate::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::features::ensure_readable;
+use crate::protocol::properties::{ColumnMappingMode, TableProperties};
 use crate::protocol::{
     Action, Add, DataType, DomainMetadata, Metadata, PrimitiveType, Protocol, Remove, StructType,
     Txn,
@@ -192,8 +192,8 @@ impl Snapshot {
     /// Keeps what a listing of the log showed that commits use: how many group-commit
     /// proposals are waiting (with many, a commit claims its version).
     fn note_listing(&self, listing: &LogListing) {
-        let pending = &self.caches.pending_proposals;
-        pending.store(
+        let pending = self.caches.shared::<crate::log::ListedProposals>();
+        pending.0.store(
             listing.proposals.len(),
             std::sync::atomic::Ordering::Relaxed,
         );

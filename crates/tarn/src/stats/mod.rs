@@ -1,7 +1,8 @@
 //! File statistics: reading the `stats` JSON of `add` actions for data skipping, and
 //! writing it for the files Tarn creates.
 
-pub(crate) mod columns;
+pub(crate) mod lazy;
+pub(crate) mod parsed;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -14,9 +15,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::expr::{ColumnName, Scalar, StatsView, resolve_column};
-use crate::log::parsed_stats::ParsedRows;
 use crate::protocol::stats::StatsRows;
 use crate::protocol::{DataType, PrimitiveType, StructType};
+use crate::stats::parsed::ParsedRows;
 
 /// The `stats` of a file, as written in its `add` action.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -24,11 +25,11 @@ use crate::protocol::{DataType, PrimitiveType, StructType};
 pub(crate) struct FileStats {
     pub(crate) num_records: Option<u64>,
     #[serde(default)]
-    min_values: Map<String, Value>,
+    pub(crate) min_values: Map<String, Value>,
     #[serde(default)]
-    max_values: Map<String, Value>,
+    pub(crate) max_values: Map<String, Value>,
     #[serde(default)]
-    null_count: Map<String, Value>,
+    pub(crate) null_count: Map<String, Value>,
     tight_bounds: Option<bool>,
 }
 
@@ -39,7 +40,8 @@ impl FileStats {
     }
 }
 
-fn lookup<'a>(map: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+/// The value at `path` (nested keys) of a statistics map.
+pub(crate) fn lookup<'a>(map: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
     let (first, rest) = path.split_first()?;
     let value = map.get(first)?;
     if rest.is_empty() {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, StructArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Fields, Int32Type, Int64Type};
 
-use super::lazy_stats::{LazySections, SECTIONS, descend};
+use super::lazy::{LazySections, SECTIONS, descend};
 use crate::expr::Scalar;
 use crate::protocol::stats::StatsRows;
 use crate::protocol::{DataType, PrimitiveType, StructField, StructType};

@@ -12,9 +12,9 @@ use futures::future::{BoxFuture, Shared};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::log::checkpoint_write::{CheckpointWritten, write_checkpoint};
-use crate::log::parsed_stats::CheckpointLayout;
 use crate::protocol::PrimitiveType;
 use crate::snapshot::Snapshot;
+use crate::stats::parsed::CheckpointLayout;
 
 /// A checkpoint being written in the background after a commit.
 #[derive(Clone)]

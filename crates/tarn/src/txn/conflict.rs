@@ -101,6 +101,8 @@ pub(crate) struct DvRebase {
 /// Fails with [`Error::Conflict`] when `winner` invalidates this transaction, judged on
 /// `base` (the snapshot just before the winner). Returns the files both changed through
 /// deletion vectors, which do not conflict yet: their rows decide.
+// Long by design: Delta's conflict rules one after another, in the order its checker
+// applies them, so each rule reads beside the others.
 pub(crate) fn check(
     ours: &Ours<'_>,
     base: &Snapshot,

@@ -18,18 +18,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::IsolationLevel;
-use super::conflict::{Ours, ReadSet, WinningCommit};
+use super::conflict::{Ours, WinningCommit};
 use super::group_dv::{GroupFiles, admit, prefetch};
 use super::group_reads::{read_proposals, read_versions};
+use super::proposal::{MAX_GROUP_BYTES, Proposal};
 use crate::cache::Caches;
-use crate::error::{Error, Result};
-use crate::expr::Expr;
-use crate::log::{LOG_READ_CONCURRENCY, ProposalRef, log_dir, parse_commit};
-use crate::protocol::names::{PROPOSALS_DIR, commit_file_name, proposal_file_name};
+use crate::log::{LOG_READ_CONCURRENCY, ProposalRef, log_dir};
+use crate::protocol::names::commit_file_name;
 use crate::protocol::{Action, CommitInfo};
 use crate::snapshot::Snapshot;
 
@@ -40,168 +37,13 @@ use crate::snapshot::Snapshot;
 pub(crate) const WINDOW: i64 = 32;
 /// The most proposals one commit carries.
 pub(crate) const MAX_GROUP: usize = 128;
-/// The most bytes of proposals one commit carries.
-const MAX_GROUP_BYTES: usize = 8 << 20;
 /// The `commitInfo` field listing the `txnId`s of the proposals a commit carried.
 pub(crate) const GROUP_FIELD: &str = "tarnGroup";
-
-/// A prepared commit waiting to be carried.
-#[derive(Debug, Clone)]
-pub(crate) struct Proposal {
-    pub(crate) txn_id: String,
-    pub(crate) base: i64,
-    /// How many versions after `base` it may join.
-    pub(crate) window: i64,
-    pub(crate) isolation: IsolationLevel,
-    pub(crate) operation: String,
-    pub(crate) blind_append: bool,
-    pub(crate) reads: ReadSet,
-    pub(crate) actions: Vec<Action>,
-}
-
-/// A proposal's first line.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Header {
-    txn_id: String,
-    base: i64,
-    window: i64,
-    isolation: String,
-    operation: String,
-    blind_append: bool,
-    reads: WireReads,
-}
-
-/// A read set as written in a proposal.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireReads {
-    whole_table: bool,
-    predicates: Vec<Expr>,
-    files: Vec<String>,
-    app_ids: Vec<String>,
-    domains: Vec<String>,
-    meta_domains: Vec<String>,
-}
-
-/// The wrapper key of a proposal's header line.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HeaderLine {
-    tarn_proposal: Header,
-}
-
-impl Proposal {
-    /// The proposal's body: its header, then its actions, one JSON line each.
-    pub(crate) fn encode(&self) -> Result<Bytes> {
-        let reads = &self.reads;
-        let header = HeaderLine {
-            tarn_proposal: Header {
-                txn_id: self.txn_id.clone(),
-                base: self.base,
-                window: self.window,
-                isolation: self.isolation.name().into(),
-                operation: self.operation.clone(),
-                blind_append: self.blind_append,
-                reads: WireReads {
-                    whole_table: reads.whole_table,
-                    predicates: reads.predicates.clone(),
-                    files: reads.files.iter().cloned().collect(),
-                    app_ids: reads.app_ids.iter().cloned().collect(),
-                    domains: reads.domains.iter().cloned().collect(),
-                    meta_domains: reads.meta_domains.iter().cloned().collect(),
-                },
-            },
-        };
-        let serialize = |source| Error::Serialize {
-            what: "a group-commit proposal".into(),
-            source,
-        };
-        let mut body = serde_json::to_vec(&header).map_err(serialize)?;
-        body.push(b'\n');
-        for action in &self.actions {
-            serde_json::to_writer(&mut body, action).map_err(serialize)?;
-            body.push(b'\n');
-        }
-        Ok(Bytes::from(body))
-    }
-
-    /// Parses a proposal's body. Fails with [`Error::InvalidCommit`] (at version `base`)
-    /// for a malformed one.
-    pub(crate) fn decode(base: i64, bytes: &Bytes) -> Result<Self> {
-        let split = bytes
-            .iter()
-            .position(|b| *b == b'\n')
-            .unwrap_or(bytes.len());
-        let invalid = |reason: String| Error::InvalidCommit {
-            version: base,
-            line: 1,
-            reason,
-        };
-        let line: HeaderLine =
-            serde_json::from_slice(&bytes[..split]).map_err(|e| invalid(e.to_string()))?;
-        let h = line.tarn_proposal;
-        let isolation = IsolationLevel::from_name(&h.isolation)
-            .ok_or_else(|| invalid(format!("unknown isolation level {}", h.isolation)))?;
-        let actions = parse_commit(base, &bytes.slice((split + 1).min(bytes.len())..))?;
-        Ok(Self {
-            txn_id: h.txn_id,
-            base: h.base,
-            window: h.window,
-            isolation,
-            operation: h.operation,
-            blind_append: h.blind_append,
-            reads: ReadSet {
-                whole_table: h.reads.whole_table,
-                predicates: h.reads.predicates,
-                files: h.reads.files.into_iter().collect(),
-                app_ids: h.reads.app_ids.into_iter().collect(),
-                domains: h.reads.domains.into_iter().collect(),
-                meta_domains: h.reads.meta_domains.into_iter().collect(),
-            },
-            actions,
-        })
-    }
-
-    /// Whether another writer can carry this work: no metadata or protocol change (it
-    /// would conflict with every other member), and a body that reads back as written and
-    /// that a committer would carry (at most 8 MiB). The committer unites its deletion
-    /// vectors, inline or in files, with concurrent changes to the same files ([`admit`]).
-    pub(crate) fn carriable(&self) -> Option<Bytes> {
-        // Change files make a commit's readers ignore its other actions: a commit that
-        // has them carries nothing, and is carried by no one.
-        let plain = self.actions.iter().all(|a| {
-            !matches!(
-                a,
-                Action::Metadata(_) | Action::Protocol(_) | Action::CommitInfo(_) | Action::Cdc(_)
-            )
-        });
-        if !plain || self.actions.is_empty() {
-            return None;
-        }
-        let body = self.encode().ok()?;
-        // No committer would carry it.
-        if body.len() > MAX_GROUP_BYTES {
-            return None;
-        }
-        // Predicates holding NaN or the like do not survive JSON: such work commits alone.
-        let back = Self::decode(self.base, &body).ok()?;
-        (back.reads.predicates == self.reads.predicates && back.actions == self.actions)
-            .then_some(body)
-    }
-}
 
 /// Whether a commit of `actions` may carry other writers' proposals: not one with change
 /// files, whose readers would ignore the carried actions.
 pub(crate) fn may_carry(actions: &[Action]) -> bool {
     !actions.iter().any(|a| matches!(a, Action::Cdc(_)))
-}
-
-/// Where a proposal of `base` by `txn_id` lives.
-pub(crate) fn proposal_path(root: &Path, base: i64, stamp: i64, txn_id: &str) -> Path {
-    log_dir(root)
-        .join(PROPOSALS_DIR)
-        .join(proposal_file_name(base, stamp, txn_id))
 }
 
 /// Publishes a proposal with put-if-absent. Its outcome does not matter to the caller:
@@ -339,6 +181,8 @@ pub(crate) struct Memory {
 /// work first), as if each had committed alone in that order. Proposals that fail a check
 /// are left out: they stay eligible for later versions, where the same check decides
 /// again. Never fails: a proposal that cannot be read or checked is left out.
+// Long by design: admission is one ordered pass (read, check against commits, check
+// against earlier members, unite DVs), and splitting it would scatter its invariants.
 pub(crate) async fn gather(
     base: &Snapshot,
     version: i64,
@@ -558,8 +402,10 @@ pub(crate) fn lapsed(refs: &[ProposalRef], latest: i64) -> Vec<Path> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expr::{col, lit};
+    use crate::expr::{Expr, col, lit};
     use crate::protocol::Txn;
+    use crate::txn::IsolationLevel;
+    use crate::txn::conflict::ReadSet;
 
     fn proposal(actions: Vec<Action>, predicate: Expr) -> Proposal {
         let mut reads = ReadSet::default();

@@ -157,7 +157,7 @@ pub(crate) async fn prefetch(base: &Snapshot, settled: &[&[Action]], candidates:
     }
     futures::stream::iter(wanted.into_values())
         .for_each_concurrent(PREFETCH_AT_ONCE, |dv| async move {
-            let _ = deletion_vector_of(base, &dv).await;
+            let _ = deletion_vector_of(base.location(), base.caches(), &dv).await;
         })
         .await;
 }
@@ -221,10 +221,14 @@ impl Changes {
         }
         let pending = self.pending.iter().find(|c| c.path == path)?;
         let before = match &pending.before {
-            Some(dv) => deletion_vector_of(base, dv).await.ok()?,
+            Some(dv) => deletion_vector_of(base.location(), base.caches(), dv)
+                .await
+                .ok()?,
             None => RoaringTreemap::new(),
         };
-        let after = deletion_vector_of(base, &pending.after).await.ok()?;
+        let after = deletion_vector_of(base.location(), base.caches(), &pending.after)
+            .await
+            .ok()?;
         self.loaded.push(DvChange::at(
             pending.path.clone(),
             before,
@@ -257,7 +261,8 @@ async fn unite_with_commit(
     now_ms: i64,
 ) -> bool {
     let location = base.location();
-    let Ok(theirs) = deletion_vector_of(base, &rebase.winner_dv).await else {
+    let Ok(theirs) = deletion_vector_of(base.location(), base.caches(), &rebase.winner_dv).await
+    else {
         return false;
     };
     if !(&(&theirs - &change.before) & &change.rows).is_empty() {
@@ -351,7 +356,8 @@ impl GroupFiles {
                 let Some(dv) = &add.deletion_vector else {
                     return false;
                 };
-                let Ok(loaded) = deletion_vector_of(base, dv).await else {
+                let Ok(loaded) = deletion_vector_of(base.location(), base.caches(), dv).await
+                else {
                     return false;
                 };
                 *rows = Some(loaded);

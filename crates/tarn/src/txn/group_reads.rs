@@ -7,7 +7,7 @@ use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::group::Proposal;
+use super::proposal::Proposal;
 use crate::log::{LOG_READ_CONCURRENCY, ProposalRef, log_dir, parse_commit};
 use crate::protocol::Action;
 use crate::protocol::names::commit_file_name;

@@ -7,8 +7,10 @@ use object_store::ObjectStoreExt;
 
 use crate::error::{Error, Result};
 use crate::log::{log_dir, parse_commit};
-use crate::properties::{ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION, TableProperties};
 use crate::protocol::names::commit_file_name;
+use crate::protocol::properties::{
+    ICT_ENABLEMENT_TIMESTAMP, ICT_ENABLEMENT_VERSION, TableProperties,
+};
 use crate::protocol::{Action, Metadata};
 use crate::snapshot::Snapshot;
 
@@ -59,11 +61,14 @@ pub(crate) async fn floor(base: &Snapshot) -> Result<i64> {
     }
     let path = log_dir(base.location().root()).join(commit_file_name(base.version()));
     let bytes = match base.location().store().get(&path).await {
-        Ok(found) => found.bytes().await.map_err(Error::store("get", &path))?,
+        Ok(found) => found
+            .bytes()
+            .await
+            .map_err(Error::store(tarn_store::StoreOp::Get, &path))?,
         Err(object_store::Error::NotFound { .. }) => {
             return Ok(base.latest_commit_timestamp_ms());
         }
-        Err(e) => return Err(Error::store("get", &path)(e)),
+        Err(e) => return Err(Error::store(tarn_store::StoreOp::Get, &path)(e)),
     };
     let recorded = commit_timestamp(&parse_commit(base.version(), &bytes)?);
     Ok(recorded

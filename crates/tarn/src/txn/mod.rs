@@ -14,15 +14,18 @@
 //! be read, it fails with [`Error::CommitStateUnknown`](crate::Error::CommitStateUnknown)
 //! and never commits the work twice.
 //!
-//! One file per mechanism: `policy` (isolation levels, retries), `put` (the
-//! put-if-absent protocol), `commit_info` (what a commit says of itself), `conflict`
-//! (Delta's conflict checker), `rebase` (uniting concurrent deletion vectors), `group` (group commit across
-//! processes; `group_dv` unites their DVs, `group_reads` reads what a group carries), `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions),
-//! `checkpoint` (background checkpoints), `claim` (one committer per version under a crowd of
-//! writers), `outcome` (what a commit did) and `transaction` (the API).
+//! One file per mechanism: `policy` (isolation levels, retries), `put` (the put-if-absent
+//! protocol), `commit` (the commit loop: put, lost race, catch up, claim), `commit_info`
+//! (what a commit says of itself), `conflict` (Delta's conflict checker), `rebase` (uniting
+//! concurrent deletion vectors), `group` (group commit across processes; `proposal` is its
+//! wire format, `group_dv` unites their DVs, `group_reads` reads what a group carries),
+//! `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions), `checkpoint`
+//! (background checkpoints), `claim` (one committer per version under a crowd of writers),
+//! `outcome` (what a commit did) and `transaction` (the API).
 
 mod checkpoint;
 mod claim;
+mod commit;
 mod commit_info;
 mod conflict;
 mod group;
@@ -31,6 +34,7 @@ mod group_reads;
 mod ict;
 mod outcome;
 mod policy;
+mod proposal;
 mod put;
 mod rebase;
 mod row_tracking;

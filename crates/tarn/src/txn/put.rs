@@ -76,9 +76,10 @@ impl PutError {
                 txn_id: txn_id.to_string(),
                 reason,
             },
-            PutError::Store(e) => {
-                Error::store("put", log_dir(root).join(commit_file_name(version)))(e)
-            }
+            PutError::Store(e) => Error::store(
+                tarn_store::StoreOp::Put,
+                log_dir(root).join(commit_file_name(version)),
+            )(e),
         }
     }
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::properties::{
+use crate::protocol::properties::{
     MATERIALIZED_ROW_COMMIT_VERSION_COLUMN, MATERIALIZED_ROW_ID_COLUMN, TableProperties,
 };
 use crate::protocol::{

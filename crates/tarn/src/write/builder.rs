@@ -9,15 +9,15 @@ use super::{
 };
 use crate::error::{ConflictReason, Error, Result};
 use crate::expr::Expr;
-use crate::index::InlineSegments;
 use crate::index::meta::REGISTRY_DOMAIN;
-use crate::properties::DEFAULT_TARGET_FILE_SIZE;
-use crate::protocol::Add;
+use crate::indexing::{BuiltSegments, InlineSegments};
 use crate::protocol::features::ensure_writable;
 use crate::protocol::mapping;
+use crate::protocol::properties::DEFAULT_TARGET_FILE_SIZE;
+use crate::protocol::{Add, Metadata, StructType};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
-use crate::txn::{CommitOutcome, IsolationLevel};
+use crate::txn::{CommitOutcome, IsolationLevel, Transaction};
 
 /// Times a plain append retries after racing an index's creation or drop.
 const INDEX_RACE_ATTEMPTS: u32 = 5;
@@ -52,7 +52,7 @@ impl Table {
         batches: impl IntoIterator<Item = RecordBatch>,
     ) -> Result<WriteOutcome> {
         self.write(batches)
-            .mode(WriteMode::Overwrite)
+            .with_mode(WriteMode::Overwrite)
             .execute()
             .await
     }
@@ -60,11 +60,11 @@ impl Table {
     /// Removes the partitions `predicate` (on partition columns only) names, without
     /// reading any data: a metadata-only delete.
     ///
-    /// Fails with [`Error::InvalidArgument`] for a predicate on other columns or an
-    /// append-only table, and as [`Transaction::commit`](crate::Transaction::commit) does.
+    /// Fails with [`Error::InvalidArgument`] for a predicate on other columns,
+    /// [`Error::AppendOnly`] on an append-only table, and as [`Transaction::commit`](crate::Transaction::commit) does.
     pub async fn delete_partitions(&mut self, predicate: Expr) -> Result<WriteOutcome> {
         self.write(Vec::new())
-            .mode(WriteMode::Overwrite)
+            .with_mode(WriteMode::Overwrite)
             .replace_where(predicate)
             .execute()
             .await
@@ -119,7 +119,7 @@ pub struct WriteBuilder<'a> {
 
 impl WriteBuilder<'_> {
     /// Append (default) or overwrite.
-    pub fn mode(mut self, mode: WriteMode) -> Self {
+    pub fn with_mode(mut self, mode: WriteMode) -> Self {
         self.mode = mode;
         self
     }
@@ -132,13 +132,13 @@ impl WriteBuilder<'_> {
     }
 
     /// Whether columns the table lacks may be added.
-    pub fn schema_mode(mut self, mode: SchemaMode) -> Self {
+    pub fn with_schema_mode(mut self, mode: SchemaMode) -> Self {
         self.schema_mode = mode;
         self
     }
 
     /// Target size of data files in bytes (default: `delta.targetFileSize`, else 128 MiB).
-    pub fn target_file_size(mut self, bytes: u64) -> Self {
+    pub fn with_target_file_size(mut self, bytes: u64) -> Self {
         self.target_file_size = Some(bytes);
         self
     }
@@ -147,13 +147,13 @@ impl WriteBuilder<'_> {
     /// encodings), in place of Tarn's: the table's codec (`tarn.parquet.compression`,
     /// LZ4_RAW unless set), data pages of at most 16,384 rows, each column's encoding
     /// judged by its first rows, Parquet's defaults otherwise.
-    pub fn writer_properties(mut self, properties: WriterProperties) -> Self {
+    pub fn with_writer_properties(mut self, properties: WriterProperties) -> Self {
         self.writer_properties = Some(properties);
         self
     }
 
     /// The isolation level of this write (default: the table handle's).
-    pub fn isolation(mut self, isolation: IsolationLevel) -> Self {
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
         self.isolation = Some(isolation);
         self
     }
@@ -161,7 +161,7 @@ impl WriteBuilder<'_> {
     /// Makes the write exactly-once for an application: it commits `version` of
     /// `app_id` with the data, and is skipped (nothing written) when the table already
     /// holds that version or a later one. A retried streaming write stays single.
-    pub fn app_transaction(mut self, app_id: impl Into<String>, version: i64) -> Self {
+    pub fn with_app_transaction(mut self, app_id: impl Into<String>, version: i64) -> Self {
         self.app_transaction = Some((app_id.into(), version));
         self
     }
@@ -175,10 +175,14 @@ impl WriteBuilder<'_> {
     /// Fails with [`Error::SchemaMismatch`] when the batches do not fit the table or bring
     /// values for a `GENERATED ALWAYS` identity column,
     /// [`Error::InvalidArgument`] for a `replace_where` that names non-partition columns or
-    /// rows outside it, an overwrite of an append-only table or a zero target size,
+    /// rows outside it or a zero target size, [`Error::AppendOnly`] for an overwrite of an
+    /// append-only table,
     /// [`Error::UnsupportedWriterFeature`] when the table needs what Tarn cannot maintain,
     /// and as [`Transaction::commit`](crate::Transaction::commit) does ([`Error::Conflict`] when a concurrent commit
     /// invalidates this one). Nothing is committed on failure.
+    // Long by design: the write's steps in order (checks, identity, schema, replaced
+    // files, data files with their segments, commit with the index-race retry), each
+    // step a call of its own.
     pub async fn execute(self) -> Result<WriteOutcome> {
         let WriteBuilder {
             table,
@@ -228,21 +232,7 @@ impl WriteBuilder<'_> {
             schema_mode,
         )?;
         let evolved = evolved.or(marked);
-        // New columns of a mapped table get their ids and physical names before any file
-        // is written under them.
-        let evolved = match evolved {
-            Some(mut schema) => {
-                let mut metadata = snapshot.metadata().clone();
-                mapping::annotate(&mut schema, &mut metadata, false)?;
-                metadata.schema_string = schema.to_json();
-                Some((schema, metadata))
-            }
-            None => None,
-        };
-        let schema = match &evolved {
-            Some((schema, _)) => schema.clone(),
-            None => snapshot.schema().clone(),
-        };
+        let (schema, evolved) = with_new_metadata(&snapshot, evolved)?;
         // Constraints that cannot be read refuse the write before any file is written.
         let checks = Checks::of(snapshot.metadata(), &schema)?;
 
@@ -250,72 +240,25 @@ impl WriteBuilder<'_> {
         let mut removed: Vec<Add> = Vec::new();
         if mode == WriteMode::Overwrite {
             if snapshot.properties().append_only() {
-                return Err(Error::InvalidArgument {
-                    name: "mode",
-                    reason: "the table is append-only (delta.appendOnly): it cannot be overwritten"
-                        .into(),
+                return Err(Error::AppendOnly {
+                    table: snapshot.location().url().to_string(),
+                    operation: "overwrite".into(),
                 });
             }
-            removed = match &replace_where {
-                None => {
-                    txn.record_read_whole_table();
-                    snapshot.files().cloned().collect()
-                }
-                Some(predicate) => {
-                    let bound = predicate.bind(&schema)?;
-                    let partitions: Vec<&str> = snapshot
-                        .partition_columns()
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect();
-                    if let Some(other) = bound
-                        .columns()
-                        .into_iter()
-                        .find(|c| !partitions.contains(&c.root()))
-                    {
-                        return Err(Error::InvalidArgument {
-                            name: "replace_where",
-                            reason: format!(
-                                "{other} is not a partition column; only partitions can be replaced"
-                            ),
-                        });
-                    }
-                    ensure_rows_match(&batches, &bound)?;
-                    txn.record_read_predicate(predicate)?;
-                    snapshot
-                        .scan()
-                        .filter(predicate.clone())
-                        .plan()
-                        .await?
-                        .files
-                }
-            };
+            removed = replaced_files(
+                &snapshot,
+                &mut txn,
+                replace_where.as_ref(),
+                &schema,
+                &batches,
+            )
+            .await?;
             txn.record_read_files(&removed);
         }
 
         let now = table.clock().now_ms();
         let mut inline = InlineSegments::of(&snapshot)?;
         let capture = inline.columns();
-        // Inline segments are built from the captured columns as soon as the files are
-        // encoded, and uploaded beside them rather than after.
-        let (encoded_tx, encoded_rx) = if inline.is_empty() {
-            (None, None)
-        } else {
-            let (tx, rx) = tokio::sync::oneshot::channel::<WrittenFiles>();
-            (Some(tx), Some(rx))
-        };
-        let segments = async {
-            let Some(Ok(files)) = (match encoded_rx {
-                Some(rx) => Some(rx.await),
-                None => None,
-            }) else {
-                return Ok(None);
-            };
-            inline
-                .build(&snapshot, &files.adds, &capture, &files.captured)
-                .await
-                .map(Some)
-        };
         let options = FileWriteOptions {
             target_file_size,
             stats_columns: StatsColumns::of(&snapshot)?,
@@ -332,17 +275,8 @@ impl WriteBuilder<'_> {
             hidden: Vec::new(),
             checks,
         };
-        let files = write_files(
-            snapshot.location(),
-            &schema,
-            snapshot.partition_columns(),
-            batches,
-            &options,
-            encoded_tx,
-        );
-        let (written, segments) = futures::join!(files, segments);
-        let written = written?;
-        let mut prebuilt = segments?;
+        let (written, mut prebuilt) =
+            write_with_segments(&snapshot, &schema, batches, &options, &inline).await?;
 
         if let Some((_, metadata)) = &evolved {
             txn.set_metadata(metadata.clone());
@@ -371,16 +305,18 @@ impl WriteBuilder<'_> {
             WriteMode::Append => "Append",
             WriteMode::Overwrite => "Overwrite",
         };
-        txn = txn
-            .with_parameter("mode", mode_name)
-            .with_parameter(
-                "partitionBy",
-                serde_json::to_string(&partition_by).unwrap_or_default(),
-            )
-            .with_metric("numFiles", files_added.to_string())
-            .with_metric("numOutputRows", written.rows.to_string())
-            .with_metric("numOutputBytes", written.bytes.to_string())
-            .with_metric("numRemovedFiles", files_removed.to_string());
+        let described = |txn: Transaction| {
+            txn.with_parameter("mode", mode_name)
+                .with_parameter(
+                    "partitionBy",
+                    serde_json::to_string(&partition_by).unwrap_or_default(),
+                )
+                .with_metric("numFiles", files_added.to_string())
+                .with_metric("numOutputRows", written.rows.to_string())
+                .with_metric("numOutputBytes", written.bytes.to_string())
+                .with_metric("numRemovedFiles", files_removed.to_string())
+        };
+        txn = described(txn);
         if let Some(p) = &replace_where {
             txn = txn.with_parameter("predicate", p.to_string());
         }
@@ -423,16 +359,7 @@ impl WriteBuilder<'_> {
                     for add in &written.adds {
                         fresh.add_file(add.clone());
                     }
-                    txn = fresh
-                        .with_parameter("mode", mode_name)
-                        .with_parameter(
-                            "partitionBy",
-                            serde_json::to_string(&partition_by).unwrap_or_default(),
-                        )
-                        .with_metric("numFiles", files_added.to_string())
-                        .with_metric("numOutputRows", written.rows.to_string())
-                        .with_metric("numOutputBytes", written.bytes.to_string())
-                        .with_metric("numRemovedFiles", files_removed.to_string());
+                    txn = described(fresh);
                 }
                 Err(e) => return Err(e),
             }
@@ -446,4 +373,116 @@ impl WriteBuilder<'_> {
             bytes_written: written.bytes,
         })
     }
+}
+
+/// The files an overwrite replaces: every live file, or those of the partitions
+/// `replace_where` names, recorded as read by `txn`.
+///
+/// Fails with [`Error::InvalidArgument`] when `replace_where` names other columns or
+/// `batches` hold rows outside it.
+async fn replaced_files(
+    snapshot: &Snapshot,
+    txn: &mut Transaction,
+    replace_where: Option<&Expr>,
+    schema: &StructType,
+    batches: &[RecordBatch],
+) -> Result<Vec<Add>> {
+    Ok(match replace_where {
+        None => {
+            txn.record_read_whole_table();
+            snapshot.files().cloned().collect()
+        }
+        Some(predicate) => {
+            let bound = predicate.bind(schema)?;
+            let partitions: Vec<&str> = snapshot
+                .partition_columns()
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect();
+            if let Some(other) = bound
+                .columns()
+                .into_iter()
+                .find(|c| !partitions.contains(&c.root()))
+            {
+                return Err(Error::InvalidArgument {
+                    name: "replace_where",
+                    reason: format!(
+                        "{other} is not a partition column; only partitions can be replaced"
+                    ),
+                });
+            }
+            ensure_rows_match(batches, &bound)?;
+            txn.record_read_predicate(predicate)?;
+            snapshot
+                .scan()
+                .filter(predicate.clone())
+                .plan()
+                .await?
+                .files
+        }
+    })
+}
+
+/// The schema a write's files are written under, and the metadata to commit when the
+/// write changes it: new columns of a mapped table get their ids and physical names
+/// before any file is written under them.
+fn with_new_metadata(
+    snapshot: &Snapshot,
+    evolved: Option<StructType>,
+) -> Result<(StructType, Option<(StructType, Metadata)>)> {
+    let evolved = match evolved {
+        Some(mut schema) => {
+            let mut metadata = snapshot.metadata().clone();
+            mapping::annotate(&mut schema, &mut metadata, false)?;
+            metadata.schema_string = schema.to_json();
+            Some((schema, metadata))
+        }
+        None => None,
+    };
+    let schema = match &evolved {
+        Some((schema, _)) => schema.clone(),
+        None => snapshot.schema().clone(),
+    };
+    Ok((schema, evolved))
+}
+
+/// Writes `batches` as data files and, for the inline indices, builds their segments
+/// from the captured columns as soon as the files are encoded, uploaded beside them
+/// rather than after.
+async fn write_with_segments(
+    snapshot: &Snapshot,
+    schema: &StructType,
+    batches: Vec<RecordBatch>,
+    options: &FileWriteOptions,
+    inline: &InlineSegments,
+) -> Result<(WrittenFiles, Option<BuiltSegments>)> {
+    let capture = &options.capture;
+    let (encoded_tx, encoded_rx) = if inline.is_empty() {
+        (None, None)
+    } else {
+        let (tx, rx) = tokio::sync::oneshot::channel::<WrittenFiles>();
+        (Some(tx), Some(rx))
+    };
+    let segments = async {
+        let Some(Ok(files)) = (match encoded_rx {
+            Some(rx) => Some(rx.await),
+            None => None,
+        }) else {
+            return Ok(None);
+        };
+        inline
+            .build(snapshot, &files.adds, capture, &files.captured)
+            .await
+            .map(Some)
+    };
+    let files = write_files(
+        snapshot.location(),
+        schema,
+        snapshot.partition_columns(),
+        batches,
+        options,
+        encoded_tx,
+    );
+    let (written, segments) = futures::join!(files, segments);
+    Ok((written?, segments?))
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::files::encode_files;
 use super::{Checks, FileWriteOptions, SchemaMode, StatsColumns, fill_identity, prepare_batches};
 use crate::error::Result;
-use crate::index::InlineSegments;
+use crate::indexing::InlineSegments;
 use crate::protocol::Add;
 use crate::protocol::features::ensure_writable;
 use crate::txn::Transaction;

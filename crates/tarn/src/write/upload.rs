@@ -35,13 +35,13 @@ pub(super) async fn upload(store: &dyn ObjectStore, path: &Path, bytes: PutPaylo
         store
             .put(path, bytes)
             .await
-            .map_err(Error::store("put", path))?;
+            .map_err(Error::store(tarn_store::StoreOp::Put, path))?;
         return Ok(());
     }
     let upload = store
         .put_multipart(path)
         .await
-        .map_err(Error::store("put_multipart", path))?;
+        .map_err(Error::store(tarn_store::StoreOp::PutMultipart, path))?;
     let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
     for chunk in &bytes {
         writer.put(chunk.clone());
@@ -49,7 +49,7 @@ pub(super) async fn upload(store: &dyn ObjectStore, path: &Path, bytes: PutPaylo
     writer
         .finish()
         .await
-        .map_err(Error::store("put_multipart", path))?;
+        .map_err(Error::store(tarn_store::StoreOp::PutMultipart, path))?;
     Ok(())
 }
 
@@ -245,13 +245,13 @@ async fn stream_upload(
     let upload = store
         .put_multipart(&path)
         .await
-        .map_err(Error::store("put_multipart", &path))?;
+        .map_err(Error::store(tarn_store::StoreOp::PutMultipart, &path))?;
     let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
     let outcome = loop {
         match rx.recv().await {
             Some(Part::Chunk(chunk)) => {
                 if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                    break Err(Error::store("put_multipart", &path)(e));
+                    break Err(Error::store(tarn_store::StoreOp::PutMultipart, &path)(e));
                 }
                 writer.put(chunk);
             }
@@ -260,7 +260,7 @@ async fn stream_upload(
                     .finish()
                     .await
                     .map(|_| ())
-                    .map_err(Error::store("put_multipart", &path));
+                    .map_err(Error::store(tarn_store::StoreOp::PutMultipart, &path));
             }
             None => {
                 break Err(Error::InvalidArgument {

@@ -28,9 +28,11 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
+use crate::protocol::{Add, StructType};
 use crate::scan::FileRows;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
+use crate::txn::Transaction;
 use crate::write::{fill_identity, identity_columns};
 use plan::{MergePlan, null_rows, selected, take_rows};
 
@@ -173,27 +175,31 @@ impl MergeBuilder<'_> {
     }
 
     /// Copy-on-write or merge-on-read, overriding the table's choice.
-    pub fn strategy(mut self, strategy: ChangeStrategy) -> Self {
+    pub fn with_strategy(mut self, strategy: ChangeStrategy) -> Self {
         self.strategy = Some(strategy);
         self
     }
 
     /// Whether updates may assign partition columns (moving rows between partitions).
-    pub fn allow_partition_moves(mut self, allow: bool) -> Self {
+    pub fn with_partition_moves(mut self, allow: bool) -> Self {
         self.allow_partition_moves = allow;
         self
     }
 
     /// Runs the MERGE and commits.
     ///
-    /// Fails with [`Error::InvalidArgument`] without keys or clauses or with a matched or
-    /// not-matched-by-source clause on an append-only table,
+    /// Fails with [`Error::InvalidArgument`] without keys or clauses,
+    /// [`Error::AppendOnly`] for a matched or not-matched-by-source clause on an
+    /// append-only table, [`Error::FeatureNotEnabled`] for merge-on-read without deletion
+    /// vectors,
     /// [`Error::SchemaMismatch`] when the source's keys or inserted columns do not fit the
     /// table, [`Error::UnknownColumn`] / [`Error::TypeMismatch`] for conditions and values,
     /// [`Error::MergeDuplicateMatch`] for ambiguous matches,
     /// [`Error::SchemaMismatch`] when it inserts values for a `GENERATED ALWAYS` identity
     /// column (those it leaves out are drawn as appends draw them), and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
+    // Long by design: the statement's steps in order (plan, candidate files, each
+    // strategy's changes, inserts, commit), each step a call of its own.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let MergeBuilder {
             table,
@@ -216,20 +222,7 @@ impl MergeBuilder<'_> {
         }) {
             refuse_if_append_only(&snapshot, "merge")?;
         }
-        // Identity columns the inserts bring values for, and those they leave to Tarn.
-        let brought: Vec<String> = identity_columns(snapshot.schema())?
-            .into_iter()
-            .filter(|(name, _)| {
-                clauses.iter().any(|c| match c {
-                    Clause::NotMatchedInsert(_, sets) => sets.iter().any(|(n, _)| n == name),
-                    Clause::NotMatchedInsertAll(_) => {
-                        source.iter().any(|b| b.schema().index_of(name).is_ok())
-                    }
-                    _ => false,
-                })
-            })
-            .map(|(name, _)| name)
-            .collect();
+        let brought = brought_identity(snapshot.schema(), &clauses, &source)?;
         if keys.is_empty() || clauses.is_empty() {
             return Err(Error::InvalidArgument {
                 name: "merge",
@@ -261,31 +254,14 @@ impl MergeBuilder<'_> {
         let plan = Arc::new(plan);
         let source_rows = plan.source.num_rows();
         if strategy == ChangeStrategy::CopyOnWrite {
-            // Each candidate file streams through the match, its updated rows taking
-            // their old rows' place in its new version.
-            let (p, snap) = (Arc::clone(&plan), snapshot.clone());
-            let decide: Arc<Decide> = Arc::new(move |chunk: &RecordBatch| {
-                change_target(&p, &snap, chunk, allow_partition_moves)
-            });
-            let rewrites = copy_on_write(&snapshot, files.files, decide, now, &mut metrics).await?;
-            let mut source_matches = vec![0u32; source_rows];
-            for r in &rewrites {
-                count_matches(&plan, &mut source_matches, &r.matched_sources)?;
-            }
-            let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
-            let inserts = draw_identity(&mut txn, &snapshot, inserts, &brought)?;
-            let feed = inserted_feed(&snapshot, &inserts);
-            let inserted = write_rows(&snapshot, inserts, now).await?;
-            commit_rewrites(
-                &mut txn,
-                &snapshot,
-                rewrites,
-                inserted,
-                feed,
+            let cow = CopyOnWriteMerge {
+                plan: &plan,
+                snapshot: &snapshot,
+                brought: &brought,
+                allow_partition_moves,
                 now,
-                &mut metrics,
-            )
-            .await?;
+            };
+            cow.run(&mut txn, files.files, &mut metrics).await?;
             return finish(table, txn, started, metrics).await;
         }
 
@@ -589,4 +565,67 @@ fn insert_rows(
         metrics.rows_inserted += inputs.num_rows() as u64;
     }
     Ok(out)
+}
+
+/// The identity columns the inserts of `clauses` bring values for (those they leave out
+/// are drawn as appends draw them).
+fn brought_identity(
+    schema: &StructType,
+    clauses: &[Clause],
+    source: &[RecordBatch],
+) -> Result<Vec<String>> {
+    Ok(identity_columns(schema)?
+        .into_iter()
+        .filter(|(name, _)| {
+            clauses.iter().any(|c| match c {
+                Clause::NotMatchedInsert(_, sets) => sets.iter().any(|(n, _)| n == name),
+                Clause::NotMatchedInsertAll(_) => {
+                    source.iter().any(|b| b.schema().index_of(name).is_ok())
+                }
+                _ => false,
+            })
+        })
+        .map(|(name, _)| name)
+        .collect())
+}
+
+/// A copy-on-write MERGE: each candidate file streams through the match, its updated rows
+/// taking their old rows' place in its new version; then the inserts.
+struct CopyOnWriteMerge<'a> {
+    plan: &'a Arc<MergePlan>,
+    snapshot: &'a Snapshot,
+    brought: &'a [String],
+    allow_partition_moves: bool,
+    now: i64,
+}
+
+impl CopyOnWriteMerge<'_> {
+    /// Rewrites the `files` that hold matches and writes the inserts into `txn`.
+    async fn run(
+        &self,
+        txn: &mut Transaction,
+        files: Vec<Add>,
+        metrics: &mut DmlMetrics,
+    ) -> Result<()> {
+        let (plan, snapshot, now) = (self.plan, self.snapshot, self.now);
+        let allow_partition_moves = self.allow_partition_moves;
+        let source_rows = plan.source.num_rows();
+        // Each candidate file streams through the match, its updated rows taking
+        // their old rows' place in its new version.
+        let (p, snap) = (Arc::clone(plan), snapshot.clone());
+        let decide: Arc<Decide> = Arc::new(move |chunk: &RecordBatch| {
+            change_target(&p, &snap, chunk, allow_partition_moves)
+        });
+        let rewrites = copy_on_write(snapshot, files, decide, now, metrics).await?;
+        let mut source_matches = vec![0u32; source_rows];
+        for r in &rewrites {
+            count_matches(plan, &mut source_matches, &r.matched_sources)?;
+        }
+        let inserts = insert_rows(plan, snapshot, &source_matches, metrics)?;
+        let inserts = draw_identity(txn, snapshot, inserts, self.brought)?;
+        let feed = inserted_feed(snapshot, &inserts);
+        let inserted = write_rows(snapshot, inserts, now).await?;
+        commit_rewrites(txn, snapshot, rewrites, inserted, feed, now, metrics).await?;
+        Ok(())
+    }
 }

@@ -84,6 +84,8 @@ fn combined_schema(target: &StructType, source: &StructType) -> StructType {
 }
 
 impl MergePlan {
+    // Long by design: one pass that binds every clause against the source and target
+    // schemas in order, so each binding rule reads beside the others.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         snapshot: &Snapshot,

@@ -12,18 +12,18 @@ use crate::protocol::Action;
 use crate::snapshot::Snapshot;
 
 /// A commit ready to put: its `commitInfo`, its other actions, its timestamp and body.
-pub(super) struct Prepared {
-    pub(super) info: Action,
-    pub(super) actions: Vec<Action>,
-    pub(super) timestamp: i64,
-    pub(super) body: Bytes,
+pub(in crate::txn) struct Prepared {
+    pub(in crate::txn) info: Action,
+    pub(in crate::txn) actions: Vec<Action>,
+    pub(in crate::txn) timestamp: i64,
+    pub(in crate::txn) body: Bytes,
 }
 
 impl Transaction {
     /// The commit to put at `version` on `base`: `own` actions, then the `carried` ones,
     /// under one `commitInfo`. Fails when the last commit's timestamp cannot be read, or
     /// the row ids cannot be assigned or the actions encoded.
-    pub(super) async fn prepare(
+    pub(in crate::txn) async fn prepare(
         &self,
         base: &Snapshot,
         version: i64,

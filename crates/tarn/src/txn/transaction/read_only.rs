@@ -12,7 +12,7 @@ use crate::log::{CommitFile, list_log, read_commits};
 impl Transaction {
     /// A read-only transaction: under `StrictSerializable`, its reads must still hold at
     /// the newest version.
-    pub(super) async fn validate_read_only(self) -> Result<CommitOutcome> {
+    pub(in crate::txn) async fn validate_read_only(self) -> Result<CommitOutcome> {
         let mut snapshot = self.snapshot.clone();
         if self.isolation == IsolationLevel::StrictSerializable && !self.reads.is_empty() {
             let location = snapshot.location();
