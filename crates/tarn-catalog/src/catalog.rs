@@ -2,48 +2,22 @@
 //! mutations of one process into one manifest commit.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use tarn::{Clock, Snapshot, StoreLocation, StoreOptions, SystemClock, Table};
+use tarn::{Clock, Snapshot, StoreLocation, SystemClock, Table};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::{Op, run_batch};
-use crate::error::{CatalogError, Result};
+use crate::engine::{COMPACT_AT, Op, Stats, run_batch};
+use crate::error::{Error, Result};
 use crate::loader::Manifest;
 use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE};
 use crate::names::ObjectId;
+use crate::options::{CatalogOptions, Detail};
 use crate::pages::Layout;
 use crate::pages::{PageCache, find, pages_for_key};
 
 /// Mutations one commit may carry.
 const BATCH: usize = 256;
-/// Small pages (new keys, shrunk pages) the manifest holds before a mutation folds them
-/// into the base pages: between this and twice this, per handle.
-pub(crate) const COMPACT_AT: usize = 8;
-
-/// How a catalog is opened.
-#[derive(Debug, Clone)]
-pub struct CatalogOptions {
-    /// How the manifest is cut into files (default: pages of 4,096 rows), for a catalog
-    /// this call creates; an existing catalog keeps the layout it was created with.
-    pub layout: Layout,
-    /// Whether a new manifest gets its BTree (object_id), Bitmap (object_type) and
-    /// full-text (metadata) indices, built inline (default yes).
-    pub indices: bool,
-    /// Store options for the root URL (endpoint, credentials).
-    pub store: StoreOptions,
-}
-
-impl Default for CatalogOptions {
-    fn default() -> Self {
-        Self {
-            layout: Layout::default(),
-            indices: true,
-            store: StoreOptions::default(),
-        }
-    }
-}
-
 /// A namespace as [`Catalog::describe_namespace`] returns it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamespaceInfo {
@@ -98,16 +72,6 @@ pub(crate) struct Inner {
     pub(crate) stats: Arc<Stats>,
 }
 
-/// Counters of one handle's commits.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    pub(crate) commits: AtomicU64,
-    pub(crate) reruns: AtomicU64,
-    /// The versions other writers committed while this handle's last committed batch
-    /// ran: how crowded the manifest is.
-    pub(crate) crowd: AtomicU64,
-}
-
 /// What a handle's committer has done so far, as [`Catalog::stats`] returns it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CatalogStats {
@@ -133,19 +97,19 @@ impl Catalog {
     /// and describes a table waits on the describe alone. Must be called inside a Tokio
     /// runtime (the handle's committer is a task).
     ///
-    /// Fails with [`CatalogError::Table`] when the URL cannot be parsed or its store
+    /// Fails with [`Error::Table`] when the URL cannot be parsed or its store
     /// configured; a store that cannot be reached, or a manifest that cannot be read or
     /// created, fails the first call.
     pub async fn open(url: &str, options: CatalogOptions) -> Result<Catalog> {
         let root = tarn_store::open_with_options(url, &options.store)
-            .map_err(|e| CatalogError::Table(e.into()))?;
+            .map_err(|e| Error::Table(e.into()))?;
         Self::open_at(root, options).await
     }
 
     /// Opens the catalog at a location built by hand (a wrapped store, for example), as
     /// [`Catalog::open`] does.
     ///
-    /// Fails with [`CatalogError::InvalidLocation`] when the manifest's URL cannot be
+    /// Fails with [`Error::InvalidLocation`] when the manifest's URL cannot be
     /// built from the root's.
     pub async fn open_at(root: StoreLocation, options: CatalogOptions) -> Result<Catalog> {
         let manifest = Arc::new(Manifest::new(child(&root, MANIFEST_DIR)?, options.clone()));
@@ -212,7 +176,7 @@ impl Catalog {
         let snapshot = self.snapshot().await?;
         match self.row(&snapshot, &id.key()).await? {
             Some(row) if row.object_type == kind => Ok(row),
-            _ => Err(CatalogError::NotFound { kind, id: id.key() }),
+            _ => Err(Error::NotFound { kind, id: id.key() }),
         }
     }
 
@@ -243,7 +207,7 @@ impl Catalog {
 
     /// A namespace's properties and description.
     ///
-    /// Fails with [`CatalogError::NotFound`] when it does not exist.
+    /// Fails with [`Error::NotFound`] when it does not exist.
     pub async fn describe_namespace(&self, id: &ObjectId) -> Result<NamespaceInfo> {
         let row = self.object(id, NAMESPACE).await?;
         Ok(NamespaceInfo {
@@ -254,17 +218,18 @@ impl Catalog {
         })
     }
 
-    /// A table's location, properties and current version (the table is opened for it,
-    /// unless `with_version` is false).
+    /// A table's location and properties, and with [`Detail::WithVersion`] its current
+    /// version (the table is opened for it).
     ///
-    /// Fails with [`CatalogError::NotFound`] when it does not exist, and
-    /// [`CatalogError::Table`] when its data cannot be opened.
-    pub async fn describe_table(&self, id: &ObjectId, with_version: bool) -> Result<TableInfo> {
+    /// Fails with [`Error::NotFound`] when it does not exist, and
+    /// [`Error::Table`] when its data cannot be opened.
+    pub async fn describe_table(&self, id: &ObjectId, detail: Detail) -> Result<TableInfo> {
+        let with_version = detail == Detail::WithVersion;
         let row = self.object(id, TABLE).await?;
         let location = row.location.clone().unwrap_or_default();
         let url = format!("{}/{}", self.inner.url.trim_end_matches('/'), location);
         let version = if with_version && !row.metadata.declared {
-            let table = Table::open_location(child(&self.inner.root, &location)?).await?;
+            let table = Table::open_at(child(&self.inner.root, &location)?).await?;
             Some(table.version())
         } else {
             None
@@ -280,17 +245,17 @@ impl Catalog {
 
     /// Opens a catalogued table.
     ///
-    /// Fails with [`CatalogError::NotFound`] for an unknown or declared table.
+    /// Fails with [`Error::NotFound`] for an unknown or declared table.
     pub async fn load_table(&self, id: &ObjectId) -> Result<Table> {
         let row = self.object(id, TABLE).await?;
         if row.metadata.declared {
-            return Err(CatalogError::NotFound {
+            return Err(Error::NotFound {
                 kind: TABLE,
                 id: id.key(),
             });
         }
         let location = row.location.unwrap_or_default();
-        Ok(Table::open_location(child(&self.inner.root, &location)?).await?)
+        Ok(Table::open_at(child(&self.inner.root, &location)?).await?)
     }
 
     pub(crate) async fn submit(&self, op: Op) -> Result<()> {
@@ -298,8 +263,8 @@ impl Catalog {
         self.inner
             .queue
             .send(Pending { op, reply })
-            .map_err(|_| CatalogError::Stopped)?;
-        answer.await.map_err(|_| CatalogError::Stopped)?
+            .map_err(|_| Error::Stopped)?;
+        answer.await.map_err(|_| Error::Stopped)?
     }
 
     pub(crate) fn now_us(&self) -> i64 {
@@ -331,7 +296,7 @@ impl Catalog {
 /// The manifest's folder, or a table's, under the root.
 pub(crate) fn child(root: &StoreLocation, relative: &str) -> Result<StoreLocation> {
     let url = format!("{}/{}", root.url().as_str().trim_end_matches('/'), relative);
-    let url = url::Url::parse(&url).map_err(|e| CatalogError::InvalidLocation {
+    let url = url::Url::parse(&url).map_err(|e| Error::InvalidLocation {
         location: relative.to_string(),
         reason: e.to_string(),
     })?;
@@ -396,7 +361,7 @@ async fn committer(
                 // Every mutation of the batch shares the commit's fate.
                 let shared = Arc::new(e);
                 for reply in replies {
-                    let _ = reply.send(Err(CatalogError::Batch(Arc::clone(&shared))));
+                    let _ = reply.send(Err(Error::Batch(Arc::clone(&shared))));
                 }
             }
         }

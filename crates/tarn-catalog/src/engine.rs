@@ -9,19 +9,32 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
 use tarn::expr::{col, lit};
 use tarn::{Error as TarnError, Table};
 
-use crate::catalog::{COMPACT_AT, Stats};
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 use crate::manifest::{Row, batch_of};
 use crate::pages::{Layout, PageCache, PageRows, split};
 pub(crate) use crate::view::{Gate, Needs, View};
 use crate::view::{deleted_positions, load, rows_in};
+
+/// Small pages (new keys, shrunk pages) the manifest holds before a mutation folds them
+/// into the base pages: between this and twice this, per handle.
+pub(crate) const COMPACT_AT: usize = 8;
+
+/// Counters of one handle's commits.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) commits: AtomicU64,
+    pub(crate) reruns: AtomicU64,
+    /// The versions other writers committed while this handle's last committed batch
+    /// ran: how crowded the manifest is.
+    pub(crate) crowd: AtomicU64,
+}
 
 /// Times a batch re-reads the manifest after a conflict before giving up. Writers that
 /// all change one page (drops in a small catalog) win one at a time, so under hundreds of
@@ -115,7 +128,7 @@ pub(crate) async fn run_batch(
     // next uncontended batch folds).
     let mut compact_at = compact_at;
     // Operations whose gate failed: they are left out of the reruns.
-    let mut gate_errors: Vec<Option<CatalogError>> = ops.iter().map(|_| None).collect();
+    let mut gate_errors: Vec<Option<Error>> = ops.iter().map(|_| None).collect();
     loop {
         attempt += 1;
         let snapshot = table.snapshot().clone();
@@ -213,10 +226,10 @@ pub(crate) async fn run_batch(
 
 /// Waits for every gate, recording each failure against its operation; whether all
 /// succeeded.
-async fn settle(gates: Vec<(usize, Gate)>, errors: &mut [Option<CatalogError>]) -> bool {
+async fn settle(gates: Vec<(usize, Gate)>, errors: &mut [Option<Error>]) -> bool {
     let mut all = true;
     for (i, gate) in gates {
-        if let Err(e) = gate.await.unwrap_or(Err(CatalogError::Stopped)) {
+        if let Err(e) = gate.await.unwrap_or(Err(Error::Stopped)) {
             errors[i] = Some(e);
             all = false;
         }
@@ -225,10 +238,7 @@ async fn settle(gates: Vec<(usize, Gate)>, errors: &mut [Option<CatalogError>]) 
 }
 
 /// The operations' results, with a failed gate's error in place of its operation's.
-fn with_gate_errors(
-    mut results: Vec<Result<()>>,
-    errors: Vec<Option<CatalogError>>,
-) -> Vec<Result<()>> {
+fn with_gate_errors(mut results: Vec<Result<()>>, errors: Vec<Option<Error>>) -> Vec<Result<()>> {
     for (result, error) in results.iter_mut().zip(errors) {
         if let Some(e) = error {
             *result = Err(e);

@@ -3,7 +3,7 @@
 /// What can go wrong in the catalog; each variant names the object concerned.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CatalogError {
+pub enum Error {
     /// A name that cannot be an object name: empty, over 256 bytes, or holding `$`, `/`,
     /// `..` or control characters.
     #[error("invalid name {name:?}: {reason}")]
@@ -81,12 +81,12 @@ pub enum CatalogError {
     /// The commit that carried this mutation with others from this process failed; the
     /// error is the commit's.
     #[error("the commit of this mutation and others failed: {0}")]
-    Batch(#[source] std::sync::Arc<CatalogError>),
+    Batch(#[source] std::sync::Arc<Error>),
 
     /// The committer task of this catalog handle is gone.
     #[error("the catalog's commit task stopped")]
     Stopped,
 }
 
-/// Result with [`CatalogError`].
-pub type Result<T, E = CatalogError> = std::result::Result<T, E>;
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -12,10 +12,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> tarn_catalog::Result<()> {
-//! use tarn_catalog::{Catalog, CatalogOptions, ObjectId, ObjectMetadata};
+//! use tarn_catalog::{Catalog, CatalogOptions, IfExists, ObjectId, ObjectMetadata};
 //! let catalog = Catalog::open("s3://bucket/catalog", CatalogOptions::default()).await?;
 //! let sales = ObjectId::parse("sales")?;
-//! catalog.create_namespace(&sales, ObjectMetadata::default(), true).await?;
+//! catalog.create_namespace(&sales, ObjectMetadata::default(), IfExists::Ignore).await?;
 //! let schema = arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
 //!     "id",
 //!     arrow::datatypes::DataType::Int64,
@@ -34,15 +34,22 @@ mod error;
 mod loader;
 pub mod manifest;
 mod names;
+mod options;
 mod pages;
 mod reads;
 mod view;
 mod writes;
 
-pub use catalog::{Catalog, CatalogOptions, CatalogStats, NamespaceInfo, TableInfo};
-pub use error::{CatalogError, Result};
+pub use catalog::{Catalog, CatalogStats, NamespaceInfo, TableInfo};
+pub use error::{Error, Result};
 pub use loader::LAYOUT_PROPERTY;
 pub use manifest::ObjectMetadata;
 pub use names::ObjectId;
+pub use options::{CatalogOptions, Detail, DropBehavior, DropData, IfExists, ObjectType};
 pub use pages::Layout;
 pub use reads::Listing;
+
+// docs/catalog.md's examples compile as doc tests, so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/catalog.md")]
+struct CatalogDocExamples;

@@ -7,9 +7,9 @@ use std::sync::OnceLock;
 use tarn::{IndexKind, Snapshot, StoreLocation, Table};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
-use crate::catalog::CatalogOptions;
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 use crate::manifest::schema;
+use crate::options::CatalogOptions;
 use crate::pages::Layout;
 
 /// The manifest of one catalog handle.
@@ -38,7 +38,7 @@ impl Manifest {
         let mut guard = self.table.lock().await;
         let loaded = guard.is_none();
         if loaded {
-            let table = match Table::open_location(self.location.clone()).await {
+            let table = match Table::open_at(self.location.clone()).await {
                 Ok(table) => table,
                 Err(tarn::Error::TableNotFound { .. }) => {
                     create_manifest(self.location.clone(), &self.options).await?
@@ -49,11 +49,10 @@ impl Manifest {
             let _ = self.layout.set(layout);
             *guard = Some(table);
         }
-        let table = MutexGuard::try_map(guard, Option::as_mut).map_err(|_| {
-            CatalogError::InvalidManifest {
+        let table =
+            MutexGuard::try_map(guard, Option::as_mut).map_err(|_| Error::InvalidManifest {
                 reason: "the manifest was not loaded".into(),
-            }
-        })?;
+            })?;
         Ok((table, loaded))
     }
 
@@ -64,7 +63,7 @@ impl Manifest {
         self.layout
             .get()
             .copied()
-            .ok_or_else(|| CatalogError::InvalidManifest {
+            .ok_or_else(|| Error::InvalidManifest {
                 reason: "the manifest was not loaded".into(),
             })
     }
@@ -86,11 +85,11 @@ async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> R
         // (inline in the commit) instead of rewriting it: concurrent drops of one page then
         // unite their DVs rather than conflict.
         create = create
-            .with_property(tarn::properties::ENABLE_DELETION_VECTORS, "true")
+            .with_property(tarn::protocol::properties::ENABLE_DELETION_VECTORS, "true")
             // Inline DVs cost no PUT, and only inline ones are united in a group commit:
             // room for about a thousand dropped rows of a page (it is rewritten at half).
             .with_property(
-                tarn::properties::DV_INLINE_THRESHOLD,
+                tarn::protocol::properties::DV_INLINE_THRESHOLD,
                 MANIFEST_DV_INLINE_BYTES.to_string(),
             );
     }
@@ -105,7 +104,7 @@ async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> R
         // reading a few rows is as cheap as an index lookup, and it saves each such
         // mutation the segments' uploads. Folding them into base pages indexes them.
         .with_property(
-            tarn::properties::INDEX_INLINE_MIN_ROWS,
+            tarn::protocol::properties::INDEX_INLINE_MIN_ROWS,
             INDEXED_PAGE_ROWS.to_string(),
         )
         .execute()
@@ -114,7 +113,7 @@ async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> R
         Ok(table) => table,
         // Another process created it first.
         Err(tarn::Error::TableAlreadyExists { .. }) => {
-            return Ok(Table::open_location(location).await?);
+            return Ok(Table::open_at(location).await?);
         }
         Err(e) => return Err(e.into()),
     };
@@ -124,7 +123,7 @@ async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> R
             ("object_type", IndexKind::Bitmap),
             ("metadata", IndexKind::FullText),
         ] {
-            match table.create_index(column).kind(kind).execute().await {
+            match table.create_index(column).with_kind(kind).execute().await {
                 Ok(_) | Err(tarn::Error::IndexAlreadyExists { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -162,7 +161,7 @@ fn stored_layout(snapshot: &Snapshot) -> Result<Layout> {
         .and_then(|n| n.parse::<usize>().ok())
         .filter(|n| *n > 0)
         .map(|rows_per_page| Layout::Paged { rows_per_page })
-        .ok_or_else(|| CatalogError::InvalidManifest {
+        .ok_or_else(|| Error::InvalidManifest {
             reason: format!("unknown layout {text:?} in {LAYOUT_PROPERTY}"),
         })
 }

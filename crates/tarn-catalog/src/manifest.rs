@@ -13,7 +13,7 @@ use arrow::array::{Array, AsArray, RecordBatch, StringArray, TimestampMicrosecon
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit, TimestampMicrosecondType};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 
 /// The manifest table's folder under the root.
 pub const MANIFEST_DIR: &str = "__manifest";
@@ -68,10 +68,10 @@ pub struct Row {
 
 /// The rows of a manifest batch.
 ///
-/// Fails with [`CatalogError::InvalidManifest`] when the batch does not have the manifest's
+/// Fails with [`Error::InvalidManifest`] when the batch does not have the manifest's
 /// columns or a row's metadata is not JSON.
 pub fn rows_of(batch: &RecordBatch) -> Result<Vec<Row>> {
-    let invalid = |reason: String| CatalogError::InvalidManifest { reason };
+    let invalid = |reason: String| Error::InvalidManifest { reason };
     let string = |name: &str| -> Result<&StringArray> {
         batch
             .column_by_name(name)
@@ -119,14 +119,14 @@ pub fn rows_of(batch: &RecordBatch) -> Result<Vec<Row>> {
 
 /// Rows as one manifest batch, in the order given.
 ///
-/// Fails with [`CatalogError::InvalidManifest`] if metadata cannot be encoded.
+/// Fails with [`Error::InvalidManifest`] if metadata cannot be encoded.
 pub fn batch_of<R: std::borrow::Borrow<Row>>(rows: &[R]) -> Result<RecordBatch> {
     let rows: Vec<&Row> = rows.iter().map(R::borrow).collect();
     let metadata = rows
         .iter()
         .map(|r| serde_json::to_string(&r.metadata).map(Some))
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| CatalogError::InvalidManifest {
+        .map_err(|e| Error::InvalidManifest {
             reason: format!("encoding metadata: {e}"),
         })?;
     let ts = |values: Vec<i64>| TimestampMicrosecondArray::from(values).with_timezone("UTC");
@@ -147,7 +147,7 @@ pub fn batch_of<R: std::borrow::Borrow<Row>>(rows: &[R]) -> Result<RecordBatch> 
             Arc::new(ts(rows.iter().map(|r| r.updated_at).collect())),
         ],
     )
-    .map_err(|e| CatalogError::InvalidManifest {
+    .map_err(|e| Error::InvalidManifest {
         reason: format!("building a manifest batch: {e}"),
     })
 }

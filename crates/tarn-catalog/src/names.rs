@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 
 /// The separator of an object id's names.
 pub(crate) const SEPARATOR: char = '$';
@@ -23,7 +23,7 @@ impl ObjectId {
 
     /// An id from names.
     ///
-    /// Fails with [`CatalogError::InvalidName`] for a name that is empty, over 256
+    /// Fails with [`Error::InvalidName`] for a name that is empty, over 256
     /// bytes, `.` or `..`, or holds `$`, `/` or a control character.
     pub fn new(names: impl IntoIterator<Item = impl Into<String>>) -> Result<Self> {
         let names: Vec<String> = names.into_iter().map(Into::into).collect();
@@ -110,7 +110,7 @@ impl fmt::Display for ObjectId {
 
 fn validate_name(name: &str) -> Result<()> {
     let invalid = |reason: &str| {
-        Err(CatalogError::InvalidName {
+        Err(Error::InvalidName {
             name: name.to_string(),
             reason: reason.to_string(),
         })

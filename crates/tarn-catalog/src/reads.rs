@@ -11,9 +11,10 @@ use tarn::expr::{col, lit, text_match};
 use tarn_index::fts::{FullTextOptions, TextQuery};
 
 use crate::catalog::Catalog;
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 use crate::manifest::{NAMESPACE, TABLE};
 use crate::names::ObjectId;
+use crate::options::ObjectType;
 use crate::pages::Page;
 
 /// A page of a listing, and the token of the next one.
@@ -28,7 +29,7 @@ pub struct Listing {
 impl Catalog {
     /// The namespaces directly in `parent`, `limit` at a time.
     ///
-    /// Fails with [`CatalogError::InvalidPageToken`] for a token of another listing.
+    /// Fails with [`Error::InvalidPageToken`] for a token of another listing.
     pub async fn list_namespaces(
         &self,
         parent: &ObjectId,
@@ -40,7 +41,7 @@ impl Catalog {
 
     /// The tables directly in `namespace`, `limit` at a time.
     ///
-    /// Fails with [`CatalogError::InvalidPageToken`] for a token of another listing.
+    /// Fails with [`Error::InvalidPageToken`] for a token of another listing.
     pub async fn list_tables(
         &self,
         namespace: &ObjectId,
@@ -60,7 +61,7 @@ impl Catalog {
         token: Option<&str>,
     ) -> Result<Listing> {
         if limit == 0 {
-            return Err(CatalogError::InvalidArgument {
+            return Err(Error::InvalidArgument {
                 name: "limit",
                 reason: "a listing page holds at least one id".into(),
             });
@@ -147,7 +148,7 @@ impl Catalog {
     /// opened without indices) is scanned and matched with the index's default analyzer,
     /// so the answer is the same.
     ///
-    /// Fails with [`CatalogError::Table`] for a malformed query, and when the manifest
+    /// Fails with [`Error::Table`] for a malformed query, and when the manifest
     /// cannot be read.
     pub async fn search(&self, query: &str, limit: usize) -> Result<Vec<(ObjectId, String)>> {
         let snapshot = self.snapshot().await?;
@@ -169,16 +170,16 @@ impl Catalog {
         Ok(out)
     }
 
-    /// Every object of one kind (`namespace` or `table`), through the Bitmap index on
-    /// `object_type` when the catalog has it.
+    /// Every object of one kind, through the Bitmap index on `object_type` when the
+    /// catalog has it.
     ///
     /// Fails when the manifest cannot be read.
-    pub async fn list_by_type(&self, kind: &str) -> Result<Vec<ObjectId>> {
+    pub async fn list_by_type(&self, kind: ObjectType) -> Result<Vec<ObjectId>> {
         let snapshot = self.snapshot().await?;
         let batches = snapshot
             .scan()
             .select(["object_id", "object_type"])
-            .filter(col("object_type").eq(lit(kind.to_string())))
+            .filter(col("object_type").eq(lit(kind.name())))
             .collect()
             .await?;
         let mut ids: Vec<ObjectId> = pairs(&batches)?.into_iter().map(|(id, _)| id).collect();
@@ -191,7 +192,7 @@ impl Catalog {
 /// default analyzer would.
 async fn search_by_scan(snapshot: &Snapshot, query: &str) -> Result<Vec<(ObjectId, String)>> {
     let parsed = TextQuery::parse(query).map_err(|e| {
-        CatalogError::Table(tarn::Error::InvalidArgument {
+        Error::Table(tarn::Error::InvalidArgument {
             name: "text_match",
             reason: e.to_string(),
         })
@@ -237,7 +238,7 @@ fn encode_token(last: &str, parent: &ObjectId, kind: &str) -> String {
 }
 
 fn decode_token(token: &str, parent: &ObjectId, kind: &str) -> Result<String> {
-    let invalid = |reason: &str| CatalogError::InvalidPageToken {
+    let invalid = |reason: &str| Error::InvalidPageToken {
         reason: reason.to_string(),
     };
     if !token.len().is_multiple_of(2) {

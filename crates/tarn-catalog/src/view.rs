@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tarn::Snapshot;
 
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 use crate::manifest::Row;
 use crate::pages::{Layout, Page, PageCache, PageRows, find, pages_for_key};
 
@@ -274,7 +274,7 @@ pub(crate) async fn load(
             .collect();
         for (&i, reading) in small.iter().zip(reads) {
             wanted.push(i);
-            let rows = reading.await.map_err(|_| CatalogError::Stopped)??;
+            let rows = reading.await.map_err(|_| Error::Stopped)??;
             for row in rows.rows.iter() {
                 let target = pages_for_key(&bases, &row.object_id).into_iter().next();
                 wanted.extend(target.and_then(&position));
@@ -297,7 +297,7 @@ pub(crate) async fn load(
     for reading in reads {
         contents.push(match reading {
             Ok(rows) => rows,
-            Err(task) => task.await.map_err(|_| CatalogError::Stopped)??,
+            Err(task) => task.await.map_err(|_| Error::Stopped)??,
         });
     }
     let mut view = View {

@@ -14,24 +14,26 @@ use tarn::{CreateBuilder, Table};
 
 use crate::catalog::{Catalog, TableInfo, child};
 use crate::engine::{Needs, Op, View};
-use crate::error::{CatalogError, Result};
+use crate::error::{Error, Result};
 use crate::manifest::{MANIFEST_DIR, NAMESPACE, ObjectMetadata, Row, TABLE};
 use crate::names::ObjectId;
+use crate::options::{DropBehavior, DropData, IfExists};
 
 impl Catalog {
-    /// Creates a namespace; with `exist_ok`, an existing one is success.
+    /// Creates a namespace; with [`IfExists::Ignore`], an existing one is success.
     ///
-    /// Fails with [`CatalogError::AlreadyExists`] when the name is taken (by a namespace
-    /// without `exist_ok`, or by a table), and [`CatalogError::NotFound`] when the parent
+    /// Fails with [`Error::AlreadyExists`] when the name is taken (by a namespace with
+    /// [`IfExists::Fail`], or by a table), and [`Error::NotFound`] when the parent
     /// namespace does not exist.
     pub async fn create_namespace(
         &self,
         id: &ObjectId,
         metadata: ObjectMetadata,
-        exist_ok: bool,
+        if_exists: IfExists,
     ) -> Result<()> {
+        let exist_ok = if_exists == IfExists::Ignore;
         if id.is_root() {
-            return Err(CatalogError::InvalidArgument {
+            return Err(Error::InvalidArgument {
                 name: "id",
                 reason: "the root namespace always exists".into(),
             });
@@ -44,7 +46,7 @@ impl Catalog {
                 check_parent(view, &parent)?;
                 match view.get(&key) {
                     Some(r) if r.object_type == NAMESPACE && exist_ok => Ok(()),
-                    Some(r) => Err(CatalogError::AlreadyExists {
+                    Some(r) => Err(Error::AlreadyExists {
                         kind: kind_name(&r.object_type),
                         id: key.clone(),
                     }),
@@ -68,7 +70,7 @@ impl Catalog {
 
     /// Sets and removes properties of a namespace (last writer wins).
     ///
-    /// Fails with [`CatalogError::NotFound`] when it does not exist.
+    /// Fails with [`Error::NotFound`] when it does not exist.
     pub async fn alter_namespace(
         &self,
         id: &ObjectId,
@@ -85,7 +87,7 @@ impl Catalog {
                 let mut row = match view.get(&key) {
                     Some(r) if r.object_type == NAMESPACE => r.clone(),
                     _ => {
-                        return Err(CatalogError::NotFound {
+                        return Err(Error::NotFound {
                             kind: NAMESPACE,
                             id: key.clone(),
                         });
@@ -105,12 +107,13 @@ impl Catalog {
         .await
     }
 
-    /// Drops a namespace. With `cascade`, everything in it goes too (the entries; table
-    /// data stays); without, a namespace that holds anything is refused. Dropping a
-    /// namespace that is already gone is success.
+    /// Drops a namespace. With [`DropBehavior::Cascade`], everything in it goes too (the
+    /// entries; table data stays); with [`DropBehavior::Restrict`], a namespace that
+    /// holds anything is refused. Dropping a namespace that is already gone is success.
     ///
-    /// Fails with [`CatalogError::NotEmpty`].
-    pub async fn drop_namespace(&self, id: &ObjectId, cascade: bool) -> Result<()> {
+    /// Fails with [`Error::NotEmpty`].
+    pub async fn drop_namespace(&self, id: &ObjectId, behavior: DropBehavior) -> Result<()> {
+        let cascade = behavior == DropBehavior::Cascade;
         let key = id.key();
         let (from, to) = id.child_range();
         let ns = id.clone();
@@ -123,7 +126,7 @@ impl Catalog {
                 match view.get(&key) {
                     Some(r) if r.object_type == NAMESPACE => {}
                     Some(_) => {
-                        return Err(CatalogError::NotFound {
+                        return Err(Error::NotFound {
                             kind: NAMESPACE,
                             id: key.clone(),
                         });
@@ -137,7 +140,7 @@ impl Catalog {
                     .collect();
                 if !inside.is_empty() && !cascade {
                     let children = inside.iter().filter(|k| ns.is_child_key(k)).count();
-                    return Err(CatalogError::NotEmpty {
+                    return Err(Error::NotEmpty {
                         id: key.clone(),
                         children,
                     });
@@ -158,8 +161,8 @@ impl Catalog {
     /// manifest page is written, and the entry commits only after it landed, so an entry
     /// never points at nothing.
     ///
-    /// Fails with [`CatalogError::AlreadyExists`] (a table made meanwhile is removed),
-    /// [`CatalogError::NotFound`] when the namespace does not exist, and as creating a
+    /// Fails with [`Error::AlreadyExists`] (a table made meanwhile is removed),
+    /// [`Error::NotFound`] when the namespace does not exist, and as creating a
     /// Tarn table does (a bad schema or partition column before anything is written;
     /// then no entry is made). When the entry's commit has an unknown outcome, the table
     /// is kept, since the entry may point at it.
@@ -171,7 +174,7 @@ impl Catalog {
         metadata: ObjectMetadata,
     ) -> Result<TableInfo> {
         if id.is_root() {
-            return Err(CatalogError::InvalidArgument {
+            return Err(Error::InvalidArgument {
                 name: "id",
                 reason: "a table needs a name".into(),
             });
@@ -236,7 +239,7 @@ impl Catalog {
     /// Registers a Delta table that already exists at `location` (relative to the root,
     /// or a URL under it).
     ///
-    /// Fails with [`CatalogError::InvalidLocation`] for a location outside the root or
+    /// Fails with [`Error::InvalidLocation`] for a location outside the root or
     /// without a Delta table, and as [`Catalog::create_table`] does.
     pub async fn register_table(
         &self,
@@ -245,9 +248,9 @@ impl Catalog {
         metadata: ObjectMetadata,
     ) -> Result<TableInfo> {
         let relative = self.relative(location)?;
-        let table = Table::open_location(child(&self.inner.root, &relative)?)
+        let table = Table::open_at(child(&self.inner.root, &relative)?)
             .await
-            .map_err(|e| CatalogError::InvalidLocation {
+            .map_err(|e| Error::InvalidLocation {
                 location: location.to_string(),
                 reason: format!("no Delta table there: {e}"),
             })?;
@@ -278,7 +281,7 @@ impl Catalog {
             run: Box::new(move |view: &mut View| {
                 check_parent(view, &parent)?;
                 if let Some(r) = view.get(&key) {
-                    return Err(CatalogError::AlreadyExists {
+                    return Err(Error::AlreadyExists {
                         kind: kind_name(&r.object_type),
                         id: key.clone(),
                     });
@@ -306,11 +309,12 @@ impl Catalog {
         .await
     }
 
-    /// Drops a table's entry, then, with `purge`, its data. A table already gone is
-    /// success.
+    /// Drops a table's entry, then, with [`DropData::Purge`], its data. A table already
+    /// gone is success.
     ///
     /// Fails when the manifest or the data cannot be written.
-    pub async fn drop_table(&self, id: &ObjectId, purge: bool) -> Result<()> {
+    pub async fn drop_table(&self, id: &ObjectId, data: DropData) -> Result<()> {
+        let purge = data == DropData::Purge;
         let key = id.key();
         let removed: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
         let seen = Arc::clone(&removed);
@@ -326,7 +330,7 @@ impl Catalog {
                         view.delete(&key);
                     }
                     Some(_) => {
-                        return Err(CatalogError::NotFound {
+                        return Err(Error::NotFound {
                             kind: TABLE,
                             id: key.clone(),
                         });
@@ -346,8 +350,8 @@ impl Catalog {
 
     /// Renames a table, atomically: the old entry and the new one change in one commit.
     ///
-    /// Fails with [`CatalogError::NotFound`] when the table or the target namespace does
-    /// not exist, and [`CatalogError::AlreadyExists`] when the new name is taken.
+    /// Fails with [`Error::NotFound`] when the table or the target namespace does
+    /// not exist, and [`Error::AlreadyExists`] when the new name is taken.
     pub async fn rename_table(&self, from: &ObjectId, to: &ObjectId) -> Result<()> {
         let (old, new, parent) = (from.key(), to.key(), to.parent());
         let mut needs = needs_with_parent(&new, &parent);
@@ -358,7 +362,7 @@ impl Catalog {
                 let mut row = match view.get(&old) {
                     Some(r) if r.object_type == TABLE => r.clone(),
                     _ => {
-                        return Err(CatalogError::NotFound {
+                        return Err(Error::NotFound {
                             kind: TABLE,
                             id: old.clone(),
                         });
@@ -366,7 +370,7 @@ impl Catalog {
                 };
                 check_parent(view, &parent)?;
                 if let Some(r) = view.get(&new) {
-                    return Err(CatalogError::AlreadyExists {
+                    return Err(Error::AlreadyExists {
                         kind: kind_name(&r.object_type),
                         id: new.clone(),
                     });
@@ -386,18 +390,18 @@ impl Catalog {
     /// among the rows, and a table's location must be a folder under the root. The rows
     /// are held in memory while they are written.
     ///
-    /// Fails with [`CatalogError::InvalidName`] for a bad `object_id`,
-    /// [`CatalogError::InvalidManifest`] for an unknown `object_type`,
-    /// [`CatalogError::InvalidLocation`] for a table location outside the root,
-    /// [`CatalogError::AlreadyExists`] for a key that exists and
-    /// [`CatalogError::NotFound`] for a missing parent; nothing is added then.
+    /// Fails with [`Error::InvalidName`] for a bad `object_id`,
+    /// [`Error::InvalidManifest`] for an unknown `object_type`,
+    /// [`Error::InvalidLocation`] for a table location outside the root,
+    /// [`Error::AlreadyExists`] for a key that exists and
+    /// [`Error::NotFound`] for a missing parent; nothing is added then.
     pub async fn import(&self, mut rows: Vec<Row>) -> Result<usize> {
         rows.sort_by(|a, b| a.object_id.cmp(&b.object_id));
         let mut parents = std::collections::BTreeSet::new();
         for (i, row) in rows.iter_mut().enumerate() {
             let id = ObjectId::parse(&row.object_id)?;
             if id.is_root() {
-                return Err(CatalogError::InvalidName {
+                return Err(Error::InvalidName {
                     name: String::new(),
                     reason: format!("row {i} has an empty object_id"),
                 });
@@ -409,7 +413,7 @@ impl Catalog {
                     row.location = Some(self.relative(&location)?);
                 }
                 other => {
-                    return Err(CatalogError::InvalidManifest {
+                    return Err(Error::InvalidManifest {
                         reason: format!("object {:?} has type {other:?}", row.object_id),
                     });
                 }
@@ -420,7 +424,7 @@ impl Catalog {
             }
         }
         if let Some(pair) = rows.windows(2).find(|w| w[0].object_id == w[1].object_id) {
-            return Err(CatalogError::AlreadyExists {
+            return Err(Error::AlreadyExists {
                 kind: kind_name(&pair[0].object_type),
                 id: pair[0].object_id.clone(),
             });
@@ -444,7 +448,7 @@ impl Catalog {
                     check_parent(view, &ObjectId::parse(parent)?)?;
                 }
                 if let Some(taken) = rows.iter().find_map(|r| view.get(&r.object_id)) {
-                    return Err(CatalogError::AlreadyExists {
+                    return Err(Error::AlreadyExists {
                         kind: kind_name(&taken.object_type),
                         id: taken.object_id.clone(),
                     });
@@ -460,7 +464,7 @@ impl Catalog {
                         && keys.contains(parent)
                         && kind_of(parent) != Some(NAMESPACE)
                     {
-                        return Err(CatalogError::NotFound {
+                        return Err(Error::NotFound {
                             kind: NAMESPACE,
                             id: parent.to_string(),
                         });
@@ -478,7 +482,7 @@ impl Catalog {
 
     /// The location relative to the root, for a relative path or a URL under the root.
     fn relative(&self, location: &str) -> Result<String> {
-        let invalid = |reason: &str| CatalogError::InvalidLocation {
+        let invalid = |reason: &str| Error::InvalidLocation {
             location: location.to_string(),
             reason: reason.to_string(),
         };
@@ -511,16 +515,16 @@ impl Catalog {
             .try_collect()
             .await
             .map_err(|e| {
-                CatalogError::Table(tarn::Error::Store {
-                    operation: "list",
+                Error::Table(tarn::Error::Store {
+                    operation: tarn_store::StoreOp::List,
                     path: folder.root().to_string(),
                     source: e,
                 })
             })?;
         for meta in listed {
             store.delete(&meta.location).await.map_err(|e| {
-                CatalogError::Table(tarn::Error::Store {
-                    operation: "delete",
+                Error::Table(tarn::Error::Store {
+                    operation: tarn_store::StoreOp::Delete,
                     path: meta.location.to_string(),
                     source: e,
                 })
@@ -556,10 +560,10 @@ struct Creation {
 }
 
 /// Whether the error leaves the manifest commit's outcome unknown.
-fn outcome_unknown(error: &CatalogError) -> bool {
+fn outcome_unknown(error: &Error) -> bool {
     match error {
-        CatalogError::Table(tarn::Error::CommitStateUnknown { .. }) => true,
-        CatalogError::Batch(inner) => outcome_unknown(inner),
+        Error::Table(tarn::Error::CommitStateUnknown { .. }) => true,
+        Error::Batch(inner) => outcome_unknown(inner),
         _ => false,
     }
 }
@@ -589,7 +593,7 @@ fn check_parent(view: &View, parent: &ObjectId) -> Result<()> {
     }
     match view.get(&parent.key()) {
         Some(r) if r.object_type == NAMESPACE => Ok(()),
-        _ => Err(CatalogError::NotFound {
+        _ => Err(Error::NotFound {
             kind: NAMESPACE,
             id: parent.key(),
         }),
