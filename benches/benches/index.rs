@@ -32,13 +32,13 @@ fn lookups(c: &mut Criterion) {
             .expect("btree");
         table
             .create_index("store_id")
-            .kind(IndexKind::Bitmap)
+            .with_kind(IndexKind::Bitmap)
             .execute()
             .await
             .expect("bitmap");
         table
             .create_index("comment")
-            .kind(IndexKind::FullText)
+            .with_kind(IndexKind::FullText)
             .execute()
             .await
             .expect("full text");
@@ -61,7 +61,7 @@ fn lookups(c: &mut Criterion) {
                     table
                         .scan()
                         .filter(predicate.clone())
-                        .use_indices(indices)
+                        .with_indices(indices)
                         .collect()
                         .await
                         .expect("scan")

@@ -129,7 +129,7 @@ fn merge(c: &mut Criterion) {
                         let measured = bench
                             .measured("criterion/merge", run as usize)
                             .expect("location");
-                        let mut table = Table::open_location(measured.location.clone())
+                        let mut table = Table::open_at(measured.location.clone())
                             .await
                             .expect("open");
                         let started = Instant::now();

@@ -13,7 +13,7 @@ use std::fmt;
 use arrow::datatypes::{DataType, Field, Schema};
 use clap::ValueEnum;
 use tarn_catalog::manifest::{NAMESPACE, Row, TABLE};
-use tarn_catalog::{Catalog, CatalogError, ObjectId, ObjectMetadata};
+use tarn_catalog::{Catalog, ObjectId, ObjectMetadata};
 use tarn_store::SplitMix64;
 
 /// Tables per namespace at most.
@@ -161,14 +161,14 @@ impl Shape {
 /// the handle groups into commits) up to [`API_SEED_MAX`] entries, else in one import.
 ///
 /// Fails as the catalog's operations do.
-pub async fn seed(catalog: &Catalog, shape: Shape) -> Result<usize, CatalogError> {
+pub async fn seed(catalog: &Catalog, shape: Shape) -> Result<usize, tarn_catalog::Error> {
     if shape.entries() > API_SEED_MAX {
         return catalog.import(shape.rows(catalog.now())).await;
     }
     for k in 0..shape.namespaces {
         let id = ObjectId::parse(&shape.namespace(k))?;
         catalog
-            .create_namespace(&id, ObjectMetadata::default(), false)
+            .create_namespace(&id, ObjectMetadata::default(), tarn_catalog::IfExists::Fail)
             .await?;
     }
     let mut declares = Vec::with_capacity(shape.entries());
@@ -182,7 +182,7 @@ pub async fn seed(catalog: &Catalog, shape: Shape) -> Result<usize, CatalogError
         }
     }
     for declare in declares {
-        declare.await.map_err(|_| CatalogError::Stopped)??;
+        declare.await.map_err(|_| tarn_catalog::Error::Stopped)??;
     }
     Ok(shape.entries())
 }
@@ -221,14 +221,14 @@ pub struct Target {
 
 /// The targets of worker `worker`'s `ops` operations in run `run`.
 ///
-/// Fails with [`CatalogError::InvalidName`] only if the names built are invalid.
+/// Fails with [`tarn_catalog::Error::InvalidName`] only if the names built are invalid.
 pub fn targets(
     op: CatalogOp,
     shape: Shape,
     run: &str,
     worker: usize,
     ops: usize,
-) -> Result<Vec<Target>, CatalogError> {
+) -> Result<Vec<Target>, tarn_catalog::Error> {
     let mut rng = Rng::new(0x5EED ^ ((worker as u64) << 20) ^ hash(run));
     let mut out = Vec::with_capacity(ops);
     for n in 0..ops {
@@ -294,7 +294,7 @@ pub async fn prepare(
     catalog: &Catalog,
     op: CatalogOp,
     targets: &[Target],
-) -> Result<(), CatalogError> {
+) -> Result<(), tarn_catalog::Error> {
     if !matches!(op, CatalogOp::DropTable | CatalogOp::RenameTable) || targets.is_empty() {
         return Ok(());
     }
@@ -320,7 +320,11 @@ pub async fn prepare(
 /// Runs one operation; returns how many ids or hits it returned (1 for a write).
 ///
 /// Fails as the catalog operation does.
-pub async fn run(catalog: &Catalog, op: CatalogOp, target: &Target) -> Result<usize, CatalogError> {
+pub async fn run(
+    catalog: &Catalog,
+    op: CatalogOp,
+    target: &Target,
+) -> Result<usize, tarn_catalog::Error> {
     let metadata = || ObjectMetadata {
         properties: [("owner".to_string(), "bench".to_string())].into(),
         description: Some("made by tarn-concurrency".into()),
@@ -329,7 +333,7 @@ pub async fn run(catalog: &Catalog, op: CatalogOp, target: &Target) -> Result<us
     match op {
         CatalogOp::CreateNamespace => {
             catalog
-                .create_namespace(&target.id, metadata(), false)
+                .create_namespace(&target.id, metadata(), tarn_catalog::IfExists::Fail)
                 .await?;
             Ok(1)
         }
@@ -345,7 +349,9 @@ pub async fn run(catalog: &Catalog, op: CatalogOp, target: &Target) -> Result<us
             Ok(1)
         }
         CatalogOp::DropTable => {
-            catalog.drop_table(&target.id, false).await?;
+            catalog
+                .drop_table(&target.id, tarn_catalog::DropData::Keep)
+                .await?;
             Ok(1)
         }
         CatalogOp::RenameTable => {
@@ -364,7 +370,9 @@ pub async fn run(catalog: &Catalog, op: CatalogOp, target: &Target) -> Result<us
             .ids
             .len()),
         CatalogOp::DescribeTable => {
-            catalog.describe_table(&target.id, false).await?;
+            catalog
+                .describe_table(&target.id, tarn_catalog::Detail::Entry)
+                .await?;
             Ok(1)
         }
         CatalogOp::Search => {
@@ -428,12 +436,13 @@ mod tests {
 
     #[test]
     fn error_kinds_name_the_variant_path() {
-        let e = CatalogError::NotFound {
+        let e = tarn_catalog::Error::NotFound {
             kind: "table",
             id: "a".into(),
         };
         assert_eq!(error_kind(&e), "NotFound");
-        let e = CatalogError::Table(tarn::Error::TextMatchWithoutIndex { column: "m".into() });
+        let e =
+            tarn_catalog::Error::Table(tarn::Error::TextMatchWithoutIndex { column: "m".into() });
         assert_eq!(error_kind(&e), "Table/TextMatchWithoutIndex");
     }
 }

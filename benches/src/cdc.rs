@@ -28,7 +28,7 @@ pub async fn cdc(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchErro
         bench,
         base,
         &r#gen::merge_schema(),
-        tarn::properties::DEFAULT_TARGET_FILE_SIZE,
+        tarn::protocol::properties::DEFAULT_TARGET_FILE_SIZE,
     )
     .await?;
     let outcome = table.write(r#gen::merge_rows(rows)).execute().await?;
@@ -52,7 +52,7 @@ pub async fn cdc(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchErro
         for run in 0..bench.runs {
             bench.copy_table(base, &name).await?;
             let measured = bench.measured(&name, run)?;
-            let mut target = Table::open_location(measured.location.clone()).await?;
+            let mut target = Table::open_at(measured.location.clone()).await?;
             let (outcome, merged) = sample(
                 &measured.counter,
                 upsert(&mut target, vec![batch.clone()], strategy),

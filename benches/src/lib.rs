@@ -13,6 +13,7 @@ pub mod index;
 pub mod plot;
 pub mod queries;
 pub mod reads;
+pub mod registry;
 pub mod report;
 pub mod workloads;
 

@@ -32,7 +32,7 @@ pub async fn reads(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
         for run in 0..bench.runs {
             let measured = bench.measured(&name, run)?;
             let (count, s) = sample(&measured.counter, async {
-                let table = Table::open_location(measured.location.clone()).await?;
+                let table = Table::open_at(measured.location.clone()).await?;
                 let count = Query::Count.run(table.snapshot()).await?;
                 Query::SumValue.run(table.snapshot()).await?;
                 Ok::<_, BenchError>(count)
@@ -44,7 +44,7 @@ pub async fn reads(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             cold.push(s);
         }
         let measured = bench.measured(&name, 0)?;
-        let warm_table = Table::open_location(measured.location.clone()).await?;
+        let warm_table = Table::open_at(measured.location.clone()).await?;
         let mut warm = Vec::new();
         for _ in 0..bench.runs {
             let (_, s) = sample(&measured.counter, async {
@@ -103,7 +103,7 @@ async fn reads_of(
     rows: u64,
     refresh: bool,
 ) -> Result<Vec<Sample>, BenchError> {
-    let mut table = Table::open_location(measured.location.clone()).await?;
+    let mut table = Table::open_at(measured.location.clone()).await?;
     let mut samples = Vec::new();
     for _ in 0..bench.runs {
         samples.push(read(&mut table, measured, rows, refresh).await?);
@@ -128,7 +128,7 @@ async fn cached(
         std::fs::remove_dir_all(&dir)?;
     }
     let (through_cache, cache) = bench.cached(name, 0, &dir)?;
-    let mut table = Table::open_location(through_cache.location.clone()).await?;
+    let mut table = Table::open_at(through_cache.location.clone()).await?;
     let first = read(&mut table, &through_cache, rows, true).await?;
     let after_first = cache.stats();
     let bare = wrap(bench.plain(name)?, &LatencyProfile::none(), 0);

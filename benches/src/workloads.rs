@@ -33,33 +33,6 @@ use crate::queries::{MERGE_QUERIES, Query};
 use crate::report::{Record, Reporter, progress};
 use crate::{Bench, BenchError, Sample, Summary, r#gen, sample};
 
-/// Every workload, in the order `all` runs them.
-pub const ALL: [&str; 7] = [
-    "load",
-    "merge",
-    "cdc",
-    "mutations",
-    "files",
-    "reads",
-    "index",
-];
-
-/// Runs the workload called `name`.
-///
-/// Fails on an unknown name or when the workload fails.
-pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchError> {
-    match name {
-        "load" => load(bench, reporter).await,
-        "merge" => merge(bench, reporter).await,
-        "cdc" => crate::cdc::cdc(bench, reporter).await,
-        "mutations" => mutations(bench, reporter).await,
-        "files" => files(bench, reporter).await,
-        "reads" => crate::reads::reads(bench, reporter).await,
-        "index" => crate::index::index(bench, reporter).await,
-        other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
-    }
-}
-
 pub(crate) fn strategy_name(strategy: ChangeStrategy) -> &'static str {
     match strategy {
         ChangeStrategy::CopyOnWrite => "copy-on-write",
@@ -79,13 +52,13 @@ pub async fn upsert(
     target: &mut Table,
     source: Vec<RecordBatch>,
     strategy: ChangeStrategy,
-) -> tarn::Result<tarn::dml::DmlOutcome> {
+) -> tarn::Result<tarn::DmlOutcome> {
     target
         .merge(source)
         .on(["key"])
         .when_matched_update_all(None)
         .when_not_matched_insert_all(None)
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
 }
@@ -291,7 +264,7 @@ pub async fn merge(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             for run in 0..bench.runs {
                 bench.copy_table(base, &name).await?;
                 let measured = bench.measured(&name, run)?;
-                let mut target = Table::open_location(measured.location.clone()).await?;
+                let mut target = Table::open_at(measured.location.clone()).await?;
                 let (outcome, s) = sample(
                     &measured.counter,
                     upsert(&mut target, vec![source.clone()], strategy),
@@ -458,7 +431,7 @@ pub async fn mutations(bench: &Bench, reporter: &mut Reporter) -> Result<(), Ben
         );
         for step in steps {
             let measured = bench.measured(&name, 0)?;
-            let mut target = Table::open_location(measured.location.clone()).await?;
+            let mut target = Table::open_at(measured.location.clone()).await?;
             let (outcome, s) = sample(&measured.counter, async {
                 match step {
                     "upsert 1.5%" => {
@@ -467,35 +440,35 @@ pub async fn mutations(bench: &Bench, reporter: &mut Reporter) -> Result<(), Ben
                             .on(["sale_id"])
                             .when_matched_update_all(None)
                             .when_not_matched_insert_all(None)
-                            .strategy(strategy)
+                            .with_strategy(strategy)
                             .execute()
                             .await
                     }
                     "delete 0.015%" => {
                         target
                             .delete(id_slice(0, 15))
-                            .strategy(strategy)
+                            .with_strategy(strategy)
                             .execute()
                             .await
                     }
                     "delete 0.15%" => {
                         target
                             .delete(id_slice(15, 165))
-                            .strategy(strategy)
+                            .with_strategy(strategy)
                             .execute()
                             .await
                     }
                     "delete 1.5%" => {
                         target
                             .delete(id_slice(165, 1_665))
-                            .strategy(strategy)
+                            .with_strategy(strategy)
                             .execute()
                             .await
                     }
                     _ => {
                         target
                             .delete(col("customer_id").eq(lit(customer)))
-                            .strategy(strategy)
+                            .with_strategy(strategy)
                             .execute()
                             .await
                     }
@@ -556,7 +529,7 @@ fn small_file(i: u64, seed: u64) -> RecordBatch {
 ///
 /// Fails when writing fails or the table ends with another file count.
 pub async fn small_files_table(bench: &Bench, name: &str, count: u64) -> Result<(), BenchError> {
-    if let Ok(table) = Table::open_location(bench.plain(name)?).await
+    if let Ok(table) = Table::open_at(bench.plain(name)?).await
         && table.snapshot().files().len() as u64 == count
     {
         return Ok(());
@@ -573,7 +546,11 @@ pub async fn small_files_table(bench: &Bench, name: &str, count: u64) -> Result<
     while next < count {
         let end = (next + per_commit).min(count);
         let batches: Vec<RecordBatch> = (next..end).map(|i| small_file(i, bench.seed)).collect();
-        let outcome = table.write(batches).target_file_size(1).execute().await?;
+        let outcome = table
+            .write(batches)
+            .with_target_file_size(1)
+            .execute()
+            .await?;
         settle(outcome.commit.checkpoint).await?;
         bar.inc(end - next);
         next = end;
@@ -624,10 +601,10 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
         )?;
 
         let mut refreshes = Vec::new();
-        let mut writer = Table::open_location(bench.plain(&name)?).await?;
+        let mut writer = Table::open_at(bench.plain(&name)?).await?;
         for run in 0..bench.runs {
             let measured = bench.measured(&name, run)?;
-            let mut reader = Table::open_location(measured.location.clone()).await?;
+            let mut reader = Table::open_at(measured.location.clone()).await?;
             let outcome = writer
                 .write([small_file(count + run as u64, bench.seed)])
                 .execute()
@@ -670,7 +647,7 @@ pub async fn files(bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchEr
             let mut read_files = 0;
             for run in 0..bench.runs {
                 let measured = bench.measured(&name, run)?;
-                let table = Table::open_location(measured.location.clone()).await?;
+                let table = Table::open_at(measured.location.clone()).await?;
                 let mut scan = table.scan();
                 if let Some(f) = &filter {
                     scan = scan.filter(f.clone());

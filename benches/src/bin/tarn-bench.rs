@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use tarn::Snapshot;
 use tarn_bench::plot::{Chart, Series};
 use tarn_bench::report::{Record, Reporter};
-use tarn_bench::{Bench, BenchError, Sample, Summary, golden_root, sample, workloads, wrap};
+use tarn_bench::{Bench, BenchError, Sample, Summary, golden_root, sample, wrap};
 use tarn_store::{LatencyProfile, StoreOptions};
 
 #[derive(Parser)]
@@ -111,7 +111,7 @@ async fn main() -> Result<(), BenchError> {
         cli.url, profile.name, cli.scale, bench.runs
     );
     let names: Vec<&str> = match cli.command.clone().unwrap_or(Command::All) {
-        Command::All => workloads::ALL.to_vec(),
+        Command::All => tarn_bench::registry::ALL.to_vec(),
         Command::Load => vec!["load"],
         Command::Merge => vec!["merge"],
         Command::Cdc => vec!["cdc"],
@@ -120,7 +120,7 @@ async fn main() -> Result<(), BenchError> {
         Command::Reads => vec!["reads"],
         Command::Index => vec!["index"],
         Command::Compare => {
-            let python = tarn_tests::python::python();
+            let python = tarn_test_support::python::python();
             tarn_bench::compare::compare(&bench, python, &mut reporter).await?;
             vec![]
         }
@@ -131,7 +131,7 @@ async fn main() -> Result<(), BenchError> {
         }
     };
     for name in names {
-        workloads::run(name, &bench, &mut reporter).await?;
+        tarn_bench::registry::run(name, &bench, &mut reporter).await?;
     }
     if let Some(dir) = &cli.plot {
         plot(dir, reporter.records(), &profile.name)?;

@@ -14,7 +14,7 @@ use tarn::StoreLocation;
 use tarn_bench::catalog::{Shape, error_kind, prepare, run, targets};
 use tarn_bench::concurrency::{Ack, OpRecord, summarise, table_header, table_row};
 use tarn_bench::memory;
-use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
+use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
 
 use crate::levels::{
     BoxError, common_start, json_sink, kill_loop, kinds, print_record, run_level, timed_span,
@@ -206,7 +206,7 @@ pub(crate) async fn levels(l: CatalogLevels, kind: WorkerKind) -> Result<(), Box
     Ok(())
 }
 
-async fn open(location: StoreLocation) -> Result<Catalog, CatalogError> {
+async fn open(location: StoreLocation) -> Result<Catalog, tarn_catalog::Error> {
     Catalog::open_at(location, CatalogOptions::default()).await
 }
 
@@ -261,7 +261,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
         let after = catalog.stats();
         let conflict = matches!(
             &result,
-            Err(CatalogError::Table(tarn::Error::Conflict { .. }))
+            Err(tarn_catalog::Error::Table(tarn::Error::Conflict { .. }))
         );
         print_record(&OpRecord {
             worker: worker.id,
@@ -286,7 +286,10 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
 
 /// The names of writer `writer`'s step `n`: the table created, and its name after the
 /// rename.
-pub(crate) fn step_names(writer: usize, n: i64) -> Result<(ObjectId, ObjectId), CatalogError> {
+pub(crate) fn step_names(
+    writer: usize,
+    n: i64,
+) -> Result<(ObjectId, ObjectId), tarn_catalog::Error> {
     Ok((
         ObjectId::parse(&format!("w{writer}$t{n}"))?,
         ObjectId::parse(&format!("w{writer}$r{n}"))?,
@@ -302,7 +305,7 @@ pub(crate) fn step_names(writer: usize, n: i64) -> Result<(ObjectId, ObjectId), 
 /// so made is a duplicate under the old name, with a location of its own; it is dropped.
 /// An old name that shares the new one's location would be a rename half done: it stays,
 /// for the test to find.
-async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), CatalogError> {
+async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), tarn_catalog::Error> {
     let (created, renamed) = step_names(writer, n)?;
     if catalog.table_exists(&renamed).await? {
         drop_duplicate(catalog, &created, &renamed).await?;
@@ -312,22 +315,24 @@ async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), CatalogErr
             .create_table(&created, &schema, Vec::new(), ObjectMetadata::default())
             .await
         {
-            Ok(_) | Err(CatalogError::AlreadyExists { .. }) => {}
+            Ok(_) | Err(tarn_catalog::Error::AlreadyExists { .. }) => {}
             Err(e) => return Err(e),
         }
         match catalog.rename_table(&created, &renamed).await {
             Ok(()) => {}
             // An earlier attempt renamed it and lost the reply.
-            Err(CatalogError::NotFound { .. }) if catalog.table_exists(&renamed).await? => {}
+            Err(tarn_catalog::Error::NotFound { .. }) if catalog.table_exists(&renamed).await? => {}
             // An earlier attempt's rename landed after this one looked.
-            Err(CatalogError::AlreadyExists { .. }) => {
+            Err(tarn_catalog::Error::AlreadyExists { .. }) => {
                 drop_duplicate(catalog, &created, &renamed).await?;
             }
             Err(e) => return Err(e),
         }
     }
     if n % 4 == 3 {
-        catalog.drop_table(&renamed, false).await?;
+        catalog
+            .drop_table(&renamed, tarn_catalog::DropData::Keep)
+            .await?;
     }
     Ok(())
 }
@@ -338,15 +343,22 @@ async fn drop_duplicate(
     catalog: &Catalog,
     created: &ObjectId,
     renamed: &ObjectId,
-) -> Result<(), CatalogError> {
-    let duplicate = match catalog.describe_table(created, false).await {
+) -> Result<(), tarn_catalog::Error> {
+    let duplicate = match catalog
+        .describe_table(created, tarn_catalog::Detail::Entry)
+        .await
+    {
         Ok(info) => info,
-        Err(CatalogError::NotFound { .. }) => return Ok(()),
+        Err(tarn_catalog::Error::NotFound { .. }) => return Ok(()),
         Err(e) => return Err(e),
     };
-    let kept = catalog.describe_table(renamed, false).await?;
+    let kept = catalog
+        .describe_table(renamed, tarn_catalog::Detail::Entry)
+        .await?;
     if duplicate.location != kept.location {
-        catalog.drop_table(created, true).await?;
+        catalog
+            .drop_table(created, tarn_catalog::DropData::Purge)
+            .await?;
         eprintln!(
             "dropped {}, made again after its rename to {} landed",
             created.key(),
@@ -376,7 +388,11 @@ async fn exactly_once(location: StoreLocation, worker: &WorkerArgs) -> Result<()
     };
     let namespace = ObjectId::parse(&format!("w{id}"))?;
     while let Err(e) = catalog
-        .create_namespace(&namespace, ObjectMetadata::default(), true)
+        .create_namespace(
+            &namespace,
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Ignore,
+        )
         .await
     {
         eprintln!("catalog writer {id}: namespace failed, retrying: {e}");

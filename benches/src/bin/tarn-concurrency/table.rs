@@ -69,7 +69,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
     let base_id = id as i64 * 1_000_000;
     match kind {
         WorkerKind::Write | WorkerKind::Delete => {
-            let mut table = Table::open_location(location).await?;
+            let mut table = Table::open_at(location).await?;
             wait_for_start(start_at_ms).await;
             for n in 0..ops {
                 counter.reset();
@@ -81,7 +81,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                     // Every other seeded row, so the file never loses all of them.
                     table
                         .delete(col("id").eq(lit(base_id + 2 * n)))
-                        .strategy(ChangeStrategy::MergeOnRead)
+                        .with_strategy(ChangeStrategy::MergeOnRead)
                         .execute()
                         .await
                         .map(|o| o.commit)
@@ -146,7 +146,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
             let (done, mut log) = crate::levels::open_ack_log(&log_path)?;
             let app_id = format!("writer-{id}");
             let mut table = loop {
-                match Table::open_location(location.clone()).await {
+                match Table::open_at(location.clone()).await {
                     Ok(t) => break t,
                     Err(e) => {
                         eprintln!("worker {id}: open failed, retrying: {e}");
@@ -159,7 +159,7 @@ pub(crate) async fn run_worker(common: Common, worker: WorkerArgs) -> Result<(),
                     let batch = rows(id as i64, base_id + n * 10..base_id + n * 10 + 5, 1)?;
                     match table
                         .write([batch])
-                        .app_transaction(&app_id, n)
+                        .with_app_transaction(&app_id, n)
                         .execute()
                         .await
                     {
@@ -277,9 +277,9 @@ async fn seed_deletes(
 ) -> Result<(), BoxError> {
     let mut table = Table::create(url)
         .with_arrow_schema(&schema())
-        .with_property(tarn::properties::ENABLE_DELETION_VECTORS, "true")
+        .with_property(tarn::protocol::properties::ENABLE_DELETION_VECTORS, "true")
         .with_property(
-            tarn::properties::DV_INLINE_THRESHOLD,
+            tarn::protocol::properties::DV_INLINE_THRESHOLD,
             dv_inline_threshold.to_string(),
         )
         .execute()

@@ -1,0 +1,32 @@
+//! The registry of workloads by name: it sits above the workload modules, so that none
+//! of them imports another.
+
+use crate::report::Reporter;
+use crate::{Bench, BenchError, cdc, index, reads, workloads};
+
+/// Every workload, in the order `all` runs them.
+pub const ALL: [&str; 7] = [
+    "load",
+    "merge",
+    "cdc",
+    "mutations",
+    "files",
+    "reads",
+    "index",
+];
+
+/// Runs the workload called `name`.
+///
+/// Fails on an unknown name or when the workload fails.
+pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(), BenchError> {
+    match name {
+        "load" => workloads::load(bench, reporter).await,
+        "merge" => workloads::merge(bench, reporter).await,
+        "cdc" => cdc::cdc(bench, reporter).await,
+        "mutations" => workloads::mutations(bench, reporter).await,
+        "files" => workloads::files(bench, reporter).await,
+        "reads" => reads::reads(bench, reporter).await,
+        "index" => index::index(bench, reporter).await,
+        other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
+    }
+}
