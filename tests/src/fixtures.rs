@@ -277,7 +277,7 @@ pub fn all_types_batch(start: i64, end: i64) -> RecordBatch {
 /// optimize, an exactly-once application write, and a hand-built transaction with
 /// parameters of several JSON types.
 pub async fn every_commit_kind(url: &str) -> tarn::Table {
-    use tarn::dml::ChangeStrategy;
+    use tarn::ChangeStrategy;
     use tarn::expr::{col, lit, source_col};
     use tarn::protocol::{DataType as Delta, PrimitiveType, StructField};
     let mut table = tarn::Table::create(url)
@@ -290,7 +290,7 @@ pub async fn every_commit_kind(url: &str) -> tarn::Table {
     table.append([sales_batch(0, 60)]).await.expect("append");
     table
         .write([only_country(&sales_batch(100, 120), "NL")])
-        .mode(tarn::WriteMode::Overwrite)
+        .with_mode(tarn::WriteMode::Overwrite)
         .replace_where(col("country").eq(lit("NL")))
         .execute()
         .await
@@ -318,14 +318,14 @@ pub async fn every_commit_kind(url: &str) -> tarn::Table {
     );
     table
         .write([wider])
-        .schema_mode(tarn::SchemaMode::AddColumns)
+        .with_schema_mode(tarn::SchemaMode::AddColumns)
         .execute()
         .await
         .expect("write adding a column");
     for strategy in [ChangeStrategy::CopyOnWrite, ChangeStrategy::MergeOnRead] {
         table
             .delete(col("customer").eq(lit("customer-1")))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .expect("delete");
@@ -333,7 +333,7 @@ pub async fn every_commit_kind(url: &str) -> tarn::Table {
             .update()
             .filter(col("id").lt(lit(20i64)))
             .set("amount", col("amount") + lit(1.0))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .expect("update");
@@ -342,7 +342,7 @@ pub async fn every_commit_kind(url: &str) -> tarn::Table {
             .on(["id"])
             .when_matched_update(None, [("amount", source_col("amount"))])
             .when_not_matched_insert_all(None)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .expect("merge");
@@ -350,7 +350,7 @@ pub async fn every_commit_kind(url: &str) -> tarn::Table {
     table.optimize().execute().await.expect("optimize");
     table
         .write([sales_batch(300, 305)])
-        .app_transaction("stream-1", 7)
+        .with_app_transaction("stream-1", 7)
         .execute()
         .await
         .expect("application transaction");

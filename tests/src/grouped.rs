@@ -9,8 +9,8 @@ use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use tarn::{CommitOutcome, StoreLocation, Table};
 
-use crate::gate::GateStore;
 use crate::log::txn_ids_at;
+use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
 
 /// One writer's operation on its table handle, and its commit.
 pub type Write =
@@ -32,7 +32,7 @@ pub fn delete_write(predicate: tarn::expr::Expr, strategy: tarn::ChangeStrategy)
         move |t: &mut Table| -> BoxFuture<'_, tarn::Result<CommitOutcome>> {
             Box::pin(async move {
                 t.delete(predicate)
-                    .strategy(strategy)
+                    .with_strategy(strategy)
                     .execute()
                     .await
                     .map(|o| o.commit)
@@ -46,14 +46,15 @@ pub fn delete_write(predicate: tarn::expr::Expr, strategy: tarn::ChangeStrategy)
 /// (version `v + 1` is an unrelated application transaction that makes `carried` lose its
 /// race and publish). Returns `v + 2`; panics unless the commit names both writers.
 pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Write) -> i64 {
-    let mut setup = Table::open_location(location.clone()).await.unwrap();
+    let mut setup = Table::open_at(location.clone()).await.unwrap();
     let base = setup.version();
-    let (gated, gate) = GateStore::new(
-        Arc::clone(location.store()),
-        format!("_delta_log/{:020}.json", base + 2),
+    let gated = FaultStore::new(Arc::clone(location.store()), 0).with_rule(
+        FaultRule::new(FaultOp::Put, Fault::Hold)
+            .matching(format!("*_delta_log/{:020}.json", base + 2)),
     );
-    let mut f = Table::open_location(location.clone()).await.unwrap();
-    let mut s = Table::open_location(location.clone().with_store(Arc::new(gated)))
+    let gate = gated.control().gate();
+    let mut f = Table::open_at(location.clone()).await.unwrap();
+    let mut s = Table::open_at(location.clone().with_store(Arc::new(gated)))
         .await
         .unwrap();
     let mut other = setup.transaction();
@@ -61,7 +62,9 @@ pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Wri
     let _ = other.commit().await.unwrap();
     let held = tokio::spawn(async move { carried(&mut s).await });
     // Its PUT of `v + 2` is held; its proposal goes up beside it.
-    gate.arrived(60).await;
+    gate.arrived(Duration::from_secs(60))
+        .await
+        .expect("no PUT reached the gate");
     assert!(
         proposal_published(location, base + 1).await,
         "the carried writer published no proposal"

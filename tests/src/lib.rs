@@ -11,53 +11,18 @@
 
 pub mod catalog;
 pub mod fixtures;
-pub mod gate;
 pub mod golden;
 pub mod grouped;
-pub mod hiding;
 pub mod log;
 pub mod matrix;
-pub mod minio;
 pub mod part_rows;
 pub mod python;
 pub mod rows;
 pub mod seeded;
-pub mod spark;
 pub mod spark_checks;
 pub mod torture;
 
-use std::path::PathBuf;
-
-/// The folder test dependencies are installed into.
-pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TARN_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(dir).join("tarn");
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    home.join(".cache").join("tarn")
-}
-
-/// Runs `f` holding an exclusive lock on `name` in the cache folder, so test processes
-/// running at once install a dependency once.
-pub fn with_install_lock<T>(name: &str, f: impl FnOnce() -> T) -> T {
-    let dir = cache_dir();
-    std::fs::create_dir_all(&dir).expect("create the cache folder");
-    let lock = std::fs::File::create(dir.join(format!("{name}.lock"))).expect("create a lock file");
-    lock.lock().expect("lock the install");
-    let out = f();
-    let _ = lock.unlock();
-    out
-}
-
-/// A fresh, unique name for a test's table or prefix.
-pub fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
-}
+pub use tarn_test_support::{cache_dir, minio, spark, unique, with_install_lock};
 
 /// A binary of another package of this workspace, built (in this test run's profile and
 /// target folder) if needed. Cargo releases its build lock before running tests, so a

@@ -284,7 +284,7 @@ pub async fn run(op: Op, table: &mut Table) -> tarn::Result<Option<u32>> {
         Op::OverwritePartition(p) => Some(
             table
                 .write([rows(p, 300)])
-                .mode(WriteMode::Overwrite)
+                .with_mode(WriteMode::Overwrite)
                 .replace_where(col("part").eq(lit(p)))
                 .execute()
                 .await?
@@ -327,7 +327,7 @@ pub async fn run(op: Op, table: &mut Table) -> tarn::Result<Option<u32>> {
             Some(
                 table
                     .delete(col("id").eq(lit(id)))
-                    .strategy(strategy)
+                    .with_strategy(strategy)
                     .execute()
                     .await?
                     .commit
@@ -339,7 +339,7 @@ pub async fn run(op: Op, table: &mut Table) -> tarn::Result<Option<u32>> {
                 .update()
                 .filter(col("id").eq(lit(id)))
                 .set("id", col("id") + lit(1000i64))
-                .strategy(ChangeStrategy::MergeOnRead)
+                .with_strategy(ChangeStrategy::MergeOnRead)
                 .execute()
                 .await?
                 .commit
@@ -349,8 +349,8 @@ pub async fn run(op: Op, table: &mut Table) -> tarn::Result<Option<u32>> {
         Op::CreateIndex => {
             table
                 .create_index("id")
-                .name("tag_idx")
-                .kind(tarn::IndexKind::Bitmap)
+                .with_name("tag_idx")
+                .with_kind(tarn::IndexKind::Bitmap)
                 .execute()
                 .await?;
             Some(1)

@@ -65,15 +65,7 @@ pub fn read_parquet_dir(dir: &Path) -> Vec<RecordBatch> {
 }
 
 /// Reads one Parquet file.
-pub fn read_parquet_file(file: &Path) -> Vec<RecordBatch> {
-    let handle =
-        std::fs::File::open(file).unwrap_or_else(|e| panic!("cannot open {}: {e}", file.display()));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(handle)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()))
-        .build()
-        .expect("build the reader");
-    reader.map(|b| b.expect("read a batch")).collect()
-}
+pub use tarn_test_support::read_parquet_file;
 
 /// The Arrow schema of the Parquet files of a folder (the first file's), even when they
 /// hold no rows.

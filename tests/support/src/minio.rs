@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use tarn::{StoreLocation, StoreOptions};
+use tarn_store::{StoreLocation, StoreOptions};
 
 /// The MinIO release the tests install.
 pub const MINIO_MODULE: &str = "github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c";

@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock};
 use arrow::array::RecordBatch;
 use serde_json::{Value, json};
 
-use crate::rows::read_parquet_file;
+use crate::read_parquet_file;
 
 /// The PySpark release the tests drive.
 pub const PYSPARK_VERSION: &str = "4.2.0";
@@ -75,6 +75,7 @@ fn start() -> Result<Spark, String> {
     let log_file =
         std::fs::File::create(&log).map_err(|e| format!("cannot create {log:?}: {e}"))?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
         .join("python")
         .join("spark_driver.py");
     eprintln!(

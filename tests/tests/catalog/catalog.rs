@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch};
 use tarn::StoreLocation;
-use tarn_catalog::{Catalog, CatalogError, CatalogOptions, Layout, ObjectId, ObjectMetadata};
+use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
 use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
 use tarn_tests::catalog::{id, open, props, schema};
 
@@ -17,19 +17,34 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
     let catalog = open(&location, layout).await;
     let sales = id("sales");
     catalog
-        .create_namespace(&sales, props(&[("owner", "ana")]), false)
+        .create_namespace(
+            &sales,
+            props(&[("owner", "ana")]),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
     // exist_ok, and without it.
     catalog
-        .create_namespace(&sales, ObjectMetadata::default(), true)
+        .create_namespace(
+            &sales,
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Ignore,
+        )
         .await
         .unwrap();
     let err = catalog
-        .create_namespace(&sales, ObjectMetadata::default(), false)
+        .create_namespace(
+            &sales,
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::AlreadyExists { .. }), "{err}");
+    assert!(
+        matches!(err, tarn_catalog::Error::AlreadyExists { .. }),
+        "{err}"
+    );
     let info = catalog.describe_namespace(&sales).await.unwrap();
     assert_eq!(info.metadata.properties["owner"], "ana");
     catalog
@@ -46,12 +61,20 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
 
     // Nested namespaces need their parent.
     let err = catalog
-        .create_namespace(&id("nowhere$x"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("nowhere$x"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::NotFound { .. }), "{err}");
+    assert!(matches!(err, tarn_catalog::Error::NotFound { .. }), "{err}");
     catalog
-        .create_namespace(&id("sales$eu"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("sales$eu"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
 
@@ -74,7 +97,10 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
     )
     .unwrap();
     table.append([batch]).await.unwrap();
-    let described = catalog.describe_table(&orders, true).await.unwrap();
+    let described = catalog
+        .describe_table(&orders, tarn_catalog::Detail::WithVersion)
+        .await
+        .unwrap();
     assert_eq!(described.version, Some(1));
     assert_eq!(described.metadata.properties["tier"], "gold");
     let declared = catalog
@@ -84,7 +110,7 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
     assert!(declared.metadata.declared);
     assert!(catalog.table_exists(&id("sales$later")).await.unwrap());
     let err = catalog.load_table(&id("sales$later")).await.unwrap_err();
-    assert!(matches!(err, CatalogError::NotFound { .. }), "{err}");
+    assert!(matches!(err, tarn_catalog::Error::NotFound { .. }), "{err}");
     // An existing Delta table under the root, registered.
     let outside = tarn::Table::create_at(tarn_catalog_child(&location, "imported/t1"))
         .with_arrow_schema(&schema())
@@ -102,7 +128,7 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
         .unwrap();
     assert_eq!(
         catalog
-            .describe_table(&id("sales$imported"), true)
+            .describe_table(&id("sales$imported"), tarn_catalog::Detail::WithVersion)
             .await
             .unwrap()
             .version,
@@ -153,7 +179,7 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, CatalogError::InvalidPageToken { .. }),
+        matches!(err, tarn_catalog::Error::InvalidPageToken { .. }),
         "{err}"
     );
 
@@ -164,7 +190,7 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
         .unwrap();
     assert!(!catalog.table_exists(&orders).await.unwrap());
     let moved = catalog
-        .describe_table(&id("sales$eu$orders"), true)
+        .describe_table(&id("sales$eu$orders"), tarn_catalog::Detail::WithVersion)
         .await
         .unwrap();
     assert_eq!(moved.version, Some(1));
@@ -173,26 +199,35 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
         .rename_table(&id("sales$t00"), &id("sales$t01"))
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::AlreadyExists { .. }), "{err}");
+    assert!(
+        matches!(err, tarn_catalog::Error::AlreadyExists { .. }),
+        "{err}"
+    );
 
     // Drops: a non-empty namespace only with cascade; a missing table is fine.
-    let err = catalog.drop_namespace(&sales, false).await.unwrap_err();
-    assert!(matches!(err, CatalogError::NotEmpty { .. }), "{err}");
+    let err = catalog
+        .drop_namespace(&sales, tarn_catalog::DropBehavior::Restrict)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, tarn_catalog::Error::NotEmpty { .. }), "{err}");
     catalog
-        .drop_table(&id("sales$eu$orders"), true)
+        .drop_table(&id("sales$eu$orders"), tarn_catalog::DropData::Purge)
         .await
         .unwrap();
     catalog
-        .drop_table(&id("sales$eu$orders"), true)
+        .drop_table(&id("sales$eu$orders"), tarn_catalog::DropData::Purge)
         .await
         .unwrap();
     assert!(
-        tarn::Table::open_location(tarn_catalog_child(&location, &moved.location))
+        tarn::Table::open_at(tarn_catalog_child(&location, &moved.location))
             .await
             .is_err(),
         "the purged table's data is gone"
     );
-    catalog.drop_namespace(&sales, true).await.unwrap();
+    catalog
+        .drop_namespace(&sales, tarn_catalog::DropBehavior::Cascade)
+        .await
+        .unwrap();
     assert!(!catalog.namespace_exists(&sales).await.unwrap());
     assert!(!catalog.table_exists(&id("sales$t03")).await.unwrap());
     assert!(
@@ -203,7 +238,10 @@ async fn lifecycle(location: StoreLocation, layout: Layout) {
             .ids
             .is_empty()
     );
-    catalog.drop_namespace(&sales, false).await.unwrap();
+    catalog
+        .drop_namespace(&sales, tarn_catalog::DropBehavior::Restrict)
+        .await
+        .unwrap();
 }
 
 /// A token issued by a listing of tables, to hand to a listing of namespaces.
@@ -315,7 +353,11 @@ async fn pages_split_as_the_catalog_grows_and_merge_as_it_shrinks() {
         let catalog = catalog.clone();
         async move {
             catalog
-                .create_namespace(&id(&format!("ns{n:03}")), ObjectMetadata::default(), false)
+                .create_namespace(
+                    &id(&format!("ns{n:03}")),
+                    ObjectMetadata::default(),
+                    tarn_catalog::IfExists::Fail,
+                )
                 .await
         }
     });
@@ -340,7 +382,10 @@ async fn pages_split_as_the_catalog_grows_and_merge_as_it_shrinks() {
     // Dropping most of them shrinks pages into small ones.
     for n in (0..60).filter(|n| n % 10 != 0) {
         catalog
-            .drop_namespace(&id(&format!("ns{n:03}")), false)
+            .drop_namespace(
+                &id(&format!("ns{n:03}")),
+                tarn_catalog::DropBehavior::Restrict,
+            )
             .await
             .unwrap();
     }
@@ -352,7 +397,7 @@ async fn pages_split_as_the_catalog_grows_and_merge_as_it_shrinks() {
             .create_namespace(
                 &id(&format!("late{n:02}")),
                 ObjectMetadata::default(),
-                false,
+                tarn_catalog::IfExists::Fail,
             )
             .await
             .unwrap();
@@ -413,11 +458,13 @@ async fn handles_agree(location: StoreLocation) {
 
     // One name, four creators: exactly one wins.
     let shared = id("shared");
-    let results = futures::future::join_all(
-        handles
-            .iter()
-            .map(|c| c.create_namespace(&shared, ObjectMetadata::default(), false)),
-    )
+    let results = futures::future::join_all(handles.iter().map(|c| {
+        c.create_namespace(
+            &shared,
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
+    }))
     .await;
     assert_eq!(
         results.iter().filter(|r| r.is_ok()).count(),
@@ -425,7 +472,10 @@ async fn handles_agree(location: StoreLocation) {
         "{results:?}"
     );
     for err in results.into_iter().filter_map(Result::err) {
-        assert!(matches!(err, CatalogError::AlreadyExists { .. }), "{err}");
+        assert!(
+            matches!(err, tarn_catalog::Error::AlreadyExists { .. }),
+            "{err}"
+        );
     }
 
     // Different names from every handle at once: all land.
@@ -458,7 +508,11 @@ async fn handles_agree(location: StoreLocation) {
 
     // Read your writes across handles: created in one, seen at once by another.
     handles[1]
-        .create_namespace(&id("shared$fresh"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("shared$fresh"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
     handles[2]
@@ -483,7 +537,7 @@ async fn handles_agree(location: StoreLocation) {
     assert!(ra.is_ok() != rb.is_ok(), "{ra:?} {rb:?}");
     let loser = if ra.is_ok() { rb } else { ra };
     assert!(
-        matches!(loser, Err(CatalogError::NotFound { .. })),
+        matches!(loser, Err(tarn_catalog::Error::NotFound { .. })),
         "{loser:?}"
     );
     let exists_a = handles[2].table_exists(&a).await.unwrap();
@@ -494,8 +548,8 @@ async fn handles_agree(location: StoreLocation) {
     // Two drops of one table: both succeed.
     let winner = if exists_a { a } else { b };
     let (da, db) = futures::join!(
-        handles[2].drop_table(&winner, false),
-        handles[3].drop_table(&winner, false)
+        handles[2].drop_table(&winner, tarn_catalog::DropData::Keep),
+        handles[3].drop_table(&winner, tarn_catalog::DropData::Keep)
     );
     da.unwrap();
     db.unwrap();
@@ -515,21 +569,25 @@ async fn handles_agree(location: StoreLocation) {
 
     // A namespace a concurrent handle filled cannot be dropped without cascade.
     handles[3]
-        .create_namespace(&id("busy"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("busy"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
     let (busy, busy_t) = (id("busy"), id("busy$t"));
     let (filled, dropped) = futures::join!(
         handles[0].declare_table(&busy_t, ObjectMetadata::default()),
-        handles[1].drop_namespace(&busy, false)
+        handles[1].drop_namespace(&busy, tarn_catalog::DropBehavior::Restrict)
     );
     // Either order is serial: the table landed first (the drop is refused) or the drop
     // did (the table's namespace is gone).
     match (&filled, &dropped) {
-        (Ok(_), Err(CatalogError::NotEmpty { .. })) => {
+        (Ok(_), Err(tarn_catalog::Error::NotEmpty { .. })) => {
             assert!(handles[2].table_exists(&id("busy$t")).await.unwrap())
         }
-        (Err(CatalogError::NotFound { .. }), Ok(())) => {
+        (Err(tarn_catalog::Error::NotFound { .. }), Ok(())) => {
             assert!(!handles[2].namespace_exists(&id("busy")).await.unwrap())
         }
         other => panic!("not a serial outcome: {other:?}"),
@@ -560,7 +618,7 @@ async fn search_and_list_by_type_use_the_manifest_indices() {
                 description: Some("Customers of the gold tier".into()),
                 ..ObjectMetadata::default()
             },
-            false,
+            tarn_catalog::IfExists::Fail,
         )
         .await
         .unwrap();
@@ -598,11 +656,17 @@ async fn search_and_list_by_type_use_the_manifest_indices() {
         assert_eq!(catalog.search("gold", 1).await.unwrap().len(), 1);
         assert!(catalog.search("platinum", 10).await.unwrap().is_empty());
         assert_eq!(
-            catalog.list_by_type("table").await.unwrap(),
+            catalog
+                .list_by_type(tarn_catalog::ObjectType::Table)
+                .await
+                .unwrap(),
             ["crm$a", "crm$b", "crm$c", "crm$d"].map(id).to_vec()
         );
         assert_eq!(
-            catalog.list_by_type("namespace").await.unwrap(),
+            catalog
+                .list_by_type(tarn_catalog::ObjectType::Namespace)
+                .await
+                .unwrap(),
             vec![id("crm")]
         );
         if !indexed {
@@ -634,17 +698,26 @@ async fn search_and_list_by_type_use_the_manifest_indices() {
     )
     .await
     .unwrap();
-    bare.create_namespace(&id("x"), ObjectMetadata::default(), false)
-        .await
-        .unwrap();
-    assert_eq!(bare.list_by_type("namespace").await.unwrap(), vec![id("x")]);
+    bare.create_namespace(
+        &id("x"),
+        ObjectMetadata::default(),
+        tarn_catalog::IfExists::Fail,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        bare.list_by_type(tarn_catalog::ObjectType::Namespace)
+            .await
+            .unwrap(),
+        vec![id("x")]
+    );
     bare.create_namespace(
         &id("crm"),
         ObjectMetadata {
             description: Some("Customers of the gold tier".into()),
             ..ObjectMetadata::default()
         },
-        false,
+        tarn_catalog::IfExists::Fail,
     )
     .await
     .unwrap();
@@ -674,7 +747,7 @@ async fn search_and_list_by_type_use_the_manifest_indices() {
     assert!(
         matches!(
             err,
-            CatalogError::Table(tarn::Error::InvalidArgument { .. })
+            tarn_catalog::Error::Table(tarn::Error::InvalidArgument { .. })
         ),
         "{err}"
     );
@@ -685,19 +758,26 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
     for bad in ["a$$b", "a/b", "..", ".", "a\u{1}b", &"x".repeat(257)] {
         let err = ObjectId::parse(bad).unwrap_err();
         assert!(
-            matches!(err, CatalogError::InvalidName { .. }),
+            matches!(err, tarn_catalog::Error::InvalidName { .. }),
             "{bad:?}: {err}"
         );
     }
     let err = ObjectId::new(["a$b"]).unwrap_err();
-    assert!(matches!(err, CatalogError::InvalidName { .. }), "{err}");
+    assert!(
+        matches!(err, tarn_catalog::Error::InvalidName { .. }),
+        "{err}"
+    );
     assert!(ObjectId::parse(&"x".repeat(256)).is_ok());
 
     let dir = tempfile::tempdir().unwrap();
     let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
     let catalog = open(&location, Layout::Paged { rows_per_page: 4 }).await;
     catalog
-        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("ns"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
     let before = tarn::Table::open(&manifest_url(dir.path()))
@@ -720,7 +800,7 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
             .await
             .unwrap_err();
         assert!(
-            matches!(err, CatalogError::InvalidLocation { .. }),
+            matches!(err, tarn_catalog::Error::InvalidLocation { .. }),
             "{location}: {err}"
         );
     }
@@ -729,11 +809,14 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, CatalogError::InvalidPageToken { .. }),
+        matches!(err, tarn_catalog::Error::InvalidPageToken { .. }),
         "{err}"
     );
     let err = catalog.list_tables(&id("ns"), 0, None).await.unwrap_err();
-    assert!(matches!(err, CatalogError::InvalidArgument { .. }), "{err}");
+    assert!(
+        matches!(err, tarn_catalog::Error::InvalidArgument { .. }),
+        "{err}"
+    );
     let err = catalog
         .create_table(
             &id("nowhere$t"),
@@ -743,7 +826,7 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::NotFound { .. }), "{err}");
+    assert!(matches!(err, tarn_catalog::Error::NotFound { .. }), "{err}");
     let err = catalog
         .create_table(
             &id("ns$t"),
@@ -753,7 +836,7 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::Table(_)), "{err}");
+    assert!(matches!(err, tarn_catalog::Error::Table(_)), "{err}");
     // A create refused for its partition column wrote nothing: no table folder.
     let mut folders: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -772,7 +855,10 @@ async fn bad_input_gets_typed_errors_and_changes_nothing() {
         }])
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::InvalidManifest { .. }), "{err}");
+    assert!(
+        matches!(err, tarn_catalog::Error::InvalidManifest { .. }),
+        "{err}"
+    );
     assert_eq!(
         tarn::Table::open(&manifest_url(dir.path()))
             .await
@@ -832,7 +918,11 @@ async fn a_corrupt_manifest_file_or_index_is_named_in_the_error() {
             .collect();
         catalog.import(bulk).await.unwrap();
         catalog
-            .create_namespace(&id("ns"), props(&[("team", "bi")]), false)
+            .create_namespace(
+                &id("ns"),
+                props(&[("team", "bi")]),
+                tarn_catalog::IfExists::Fail,
+            )
             .await
             .unwrap();
     }
@@ -885,7 +975,7 @@ async fn a_corrupt_manifest_file_or_index_is_named_in_the_error() {
         .iter()
         .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
         .collect();
-    let names_one = |err: &CatalogError| names.iter().any(|n| err.to_string().contains(n));
+    let names_one = |err: &tarn_catalog::Error| names.iter().any(|n| err.to_string().contains(n));
     let catalog = open(&location, Layout::FullRewrite).await;
     let before = tarn::Table::open(&manifest_url(dir.path()))
         .await
@@ -894,7 +984,11 @@ async fn a_corrupt_manifest_file_or_index_is_named_in_the_error() {
     let err = catalog.describe_namespace(&id("ns")).await.unwrap_err();
     assert!(names_one(&err), "{err}");
     let err = catalog
-        .create_namespace(&id("other"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("other"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap_err();
     assert!(names_one(&err), "{err}");
@@ -942,7 +1036,7 @@ async fn import_adds_many_objects_in_one_commit() {
     let shapes = page_shapes(dir.path()).await;
     assert!(shapes.iter().all(|s| s.2 <= 64) && shapes.len() >= 1010 / 64);
     let info = catalog
-        .describe_table(&id("ns7$t042"), false)
+        .describe_table(&id("ns7$t042"), tarn_catalog::Detail::Entry)
         .await
         .unwrap();
     assert!(info.location.ends_with("-t042"), "{}", info.location);
@@ -953,12 +1047,15 @@ async fn import_adds_many_objects_in_one_commit() {
         .import(vec![row("ns1$t001".into(), "table")])
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::AlreadyExists { .. }), "{err}");
+    assert!(
+        matches!(err, tarn_catalog::Error::AlreadyExists { .. }),
+        "{err}"
+    );
     let err = catalog
         .import(vec![row("ghost$t".into(), "table")])
         .await
         .unwrap_err();
-    assert!(matches!(err, CatalogError::NotFound { .. }), "{err}");
+    assert!(matches!(err, tarn_catalog::Error::NotFound { .. }), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -971,12 +1068,15 @@ async fn deltalake_reads_the_manifest() {
             .create_namespace(
                 &id(&format!("n{n}")),
                 props(&[("n", &n.to_string())]),
-                false,
+                tarn_catalog::IfExists::Fail,
             )
             .await
             .unwrap();
     }
-    catalog.drop_namespace(&id("n4"), false).await.unwrap();
+    catalog
+        .drop_namespace(&id("n4"), tarn_catalog::DropBehavior::Restrict)
+        .await
+        .unwrap();
     let out = tempfile::NamedTempFile::new().unwrap();
     let report = tarn_tests::python::run_script(
         "read_table.py",
@@ -1090,10 +1190,10 @@ async fn concurrent_drops_of_one_page_unite_their_deletion_vectors() {
     for _ in 0..4 {
         handles.push(open(&location, Layout::default()).await);
     }
-    let drops = handles
-        .iter()
-        .enumerate()
-        .map(|(i, c)| async move { c.drop_table(&id(&format!("ns$t{i}")), false).await });
+    let drops = handles.iter().enumerate().map(|(i, c)| async move {
+        c.drop_table(&id(&format!("ns$t{i}")), tarn_catalog::DropData::Keep)
+            .await
+    });
     for result in futures::future::join_all(drops).await {
         result.unwrap();
     }
@@ -1114,8 +1214,14 @@ async fn concurrent_drops_of_one_page_unite_their_deletion_vectors() {
     }
     // `catalog` saw the four drops land while its view was stale: in that crowd its drops
     // keep taking the DV past half the page (six rows of eleven)...
-    catalog.drop_table(&id("ns$t4"), false).await.unwrap();
-    catalog.drop_table(&id("ns$t5"), false).await.unwrap();
+    catalog
+        .drop_table(&id("ns$t4"), tarn_catalog::DropData::Keep)
+        .await
+        .unwrap();
+    catalog
+        .drop_table(&id("ns$t5"), tarn_catalog::DropData::Keep)
+        .await
+        .unwrap();
     assert_eq!(
         page_shapes(dir.path()).await,
         vec![("ns".into(), "ns$t9".into(), 11)]
@@ -1123,7 +1229,10 @@ async fn concurrent_drops_of_one_page_unite_their_deletion_vectors() {
     assert_eq!(page_dvs(dir.path()).await, vec![("ns".into(), 6)]);
     // ...and once its last batch ran alone, the page losing a seventh row is rewritten
     // without its dropped rows.
-    catalog.drop_table(&id("ns$t6"), false).await.unwrap();
+    catalog
+        .drop_table(&id("ns$t6"), tarn_catalog::DropData::Keep)
+        .await
+        .unwrap();
     assert_eq!(
         page_shapes(dir.path()).await,
         vec![("ns".into(), "ns$t9".into(), 4)]
@@ -1146,7 +1255,11 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
     )
     .await;
     catalog
-        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("ns"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
     let before = tarn::Table::open(&manifest_url(dir.path()))
@@ -1156,7 +1269,11 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
     let (orders_id, other_id, columns) = (id("ns$orders"), id("other"), schema());
     let (orders, other) = tokio::join!(
         catalog.create_table(&orders_id, &columns, vec![], ObjectMetadata::default()),
-        catalog.create_namespace(&other_id, ObjectMetadata::default(), false),
+        catalog.create_namespace(
+            &other_id,
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail
+        ),
     );
     // The injected failure is an error like any other: the PUT of version 0 is read
     // back, and its outcome reported unknown.
@@ -1164,7 +1281,7 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
     assert!(
         matches!(
             &err,
-            CatalogError::Table(tarn::Error::CommitStateUnknown { version: 0, .. })
+            tarn_catalog::Error::Table(tarn::Error::CommitStateUnknown { version: 0, .. })
         ),
         "{err}"
     );

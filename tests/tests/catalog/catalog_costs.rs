@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use object_store::ObjectStore;
-use tarn_catalog::{CatalogError, Layout, ObjectId, ObjectMetadata};
+use tarn_catalog::{Layout, ObjectId, ObjectMetadata};
 use tarn_store::{CountingStore, LatencyProfile, LatencyStore, RequestCounter};
 use tarn_tests::catalog::{id, import_row, open, props, schema};
 
@@ -28,7 +28,11 @@ async fn a_warm_mutation_waits_on_two_round_trips() {
     let counted = location.with_store(Arc::new(counting));
     let catalog = open(&counted, Layout::default()).await;
     catalog
-        .create_namespace(&id("ns"), ObjectMetadata::default(), false)
+        .create_namespace(
+            &id("ns"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
         .await
         .unwrap();
     for i in 0..3 {
@@ -54,7 +58,9 @@ async fn a_warm_mutation_waits_on_two_round_trips() {
             "create_namespace",
             Box::pin(async {
                 let meta = ObjectMetadata::default();
-                catalog.create_namespace(&id("other"), meta, false).await
+                catalog
+                    .create_namespace(&id("other"), meta, tarn_catalog::IfExists::Fail)
+                    .await
             }),
         ),
         (
@@ -70,7 +76,11 @@ async fn a_warm_mutation_waits_on_two_round_trips() {
         ),
         (
             "drop_table",
-            Box::pin(async { catalog.drop_table(&id("ns$t1"), false).await }),
+            Box::pin(async {
+                catalog
+                    .drop_table(&id("ns$t1"), tarn_catalog::DropData::Keep)
+                    .await
+            }),
         ),
     ];
     for (name, mutation) in mutations {
@@ -91,7 +101,7 @@ async fn a_warm_mutation_waits_on_two_round_trips() {
 }
 
 type BoxedMutation<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), CatalogError>> + 'a>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), tarn_catalog::Error>> + 'a>>;
 
 /// Listing the tables of a namespace of thousands, on a handle just opened: the refresh
 /// (one LIST) and the one base page whose key range holds the namespace's first keys (its
@@ -197,7 +207,11 @@ async fn a_fold_reads_only_the_base_pages_its_keys_go_to() {
         counter.reset();
         let meta = ObjectMetadata::default();
         fresh
-            .create_namespace(&id(&format!("zz{n:02}")), meta, false)
+            .create_namespace(
+                &id(&format!("zz{n:02}")),
+                meta,
+                tarn_catalog::IfExists::Fail,
+            )
             .await
             .unwrap();
         most = most.max(counter.take().gets);
@@ -248,10 +262,16 @@ async fn a_drop_in_a_held_small_page_reads_no_base_page() {
     let counter = counting.counter();
     let fresh = open(&location.with_store(Arc::new(counting)), layout).await;
     // The first drop reads the small page (and the base page beside it).
-    fresh.drop_table(&id("ns1$d0"), false).await.unwrap();
+    fresh
+        .drop_table(&id("ns1$d0"), tarn_catalog::DropData::Keep)
+        .await
+        .unwrap();
     settle_background_checkpoint(&counter).await;
     counter.reset();
-    fresh.drop_table(&id("ns2$d0"), false).await.unwrap();
+    fresh
+        .drop_table(&id("ns2$d0"), tarn_catalog::DropData::Keep)
+        .await
+        .unwrap();
     let counts = counter.take();
     assert_eq!(counts.gets, 0, "the second drop read a page: {counts}");
     assert!(!fresh.table_exists(&id("ns2$d0")).await.unwrap());

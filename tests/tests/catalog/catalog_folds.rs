@@ -29,7 +29,11 @@ async fn seed(catalog: &Catalog, keys: impl IntoIterator<Item = String>) {
         let catalog = catalog.clone();
         async move {
             catalog
-                .create_namespace(&id(&key), ObjectMetadata::default(), false)
+                .create_namespace(
+                    &id(&key),
+                    ObjectMetadata::default(),
+                    tarn_catalog::IfExists::Fail,
+                )
                 .await
         }
     });
@@ -98,7 +102,7 @@ async fn fold_race(rows_per_page: usize) {
         a.create_namespace(
             &id(&format!("late{n:02}")),
             ObjectMetadata::default(),
-            false,
+            tarn_catalog::IfExists::Fail,
         )
         .await
         .unwrap();
@@ -123,9 +127,13 @@ async fn fold_race(rows_per_page: usize) {
     // `b` creates a key in the folded base page's range on its old view: its commit
     // races every commit `a` made, the fold among them, and rebases without re-running.
     let reruns = b.stats().reruns;
-    b.create_namespace(&id("m-racer"), ObjectMetadata::default(), false)
-        .await
-        .unwrap();
+    b.create_namespace(
+        &id("m-racer"),
+        ObjectMetadata::default(),
+        tarn_catalog::IfExists::Fail,
+    )
+    .await
+    .unwrap();
     assert_eq!(b.stats().reruns, reruns, "the create re-ran after the fold");
     // Both handles see every key.
     for catalog in [&a, &b] {
@@ -151,9 +159,13 @@ async fn a_fold_beside_an_edit_of_a_moved_row_is_a_change() {
     let mut folds = 0;
     for n in 0..40 {
         let key = id(&format!("b{n:02}"));
-        a.create_namespace(&key, ObjectMetadata::default(), false)
-            .await
-            .unwrap();
+        a.create_namespace(
+            &key,
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
+        .await
+        .unwrap();
         a.alter_namespace(&key, vec![("owner".into(), "b".into())], vec![])
             .await
             .unwrap();
@@ -194,11 +206,15 @@ async fn in_a_crowd_drops_keep_taking_deletion_vectors_past_half_a_page() {
         for n in 0..3 {
             if crowded {
                 // Another process commits while `a`'s view is stale.
-                b.create_namespace(&id(&format!("x{n}")), ObjectMetadata::default(), false)
-                    .await
-                    .unwrap();
+                b.create_namespace(
+                    &id(&format!("x{n}")),
+                    ObjectMetadata::default(),
+                    tarn_catalog::IfExists::Fail,
+                )
+                .await
+                .unwrap();
             }
-            a.drop_namespace(&id(&format!("p{n}")), false)
+            a.drop_namespace(&id(&format!("p{n}")), tarn_catalog::DropBehavior::Restrict)
                 .await
                 .unwrap();
         }

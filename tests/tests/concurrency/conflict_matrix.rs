@@ -164,7 +164,7 @@ async fn index_cell(
         let without = latest
             .scan()
             .filter(predicate)
-            .use_indices(false)
+            .with_indices(false)
             .collect()
             .await
             .map_err(|e| e.to_string())?;

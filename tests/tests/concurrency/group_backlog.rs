@@ -36,7 +36,7 @@ async fn backlog(dir: &std::path::Path) -> (tarn::StoreLocation, Table) {
         .await
         .unwrap();
     assert_eq!(table.version(), 0);
-    let stale = Table::open_location(location.clone()).await.unwrap();
+    let stale = Table::open_at(location.clone()).await.unwrap();
     let log = dir.join("_delta_log");
     let proposals = log.join("_tarn_proposals");
     std::fs::create_dir_all(&proposals).unwrap();
@@ -94,7 +94,7 @@ async fn commit_and_check(location: &tarn::StoreLocation, writer: &Table) -> i64
         .unwrap_or_default();
     assert_eq!(group, vec![LATE], "{info}");
 
-    let now = Table::open_location(location.clone()).await.unwrap();
+    let now = Table::open_at(location.clone()).await.unwrap();
     let snapshot = now.snapshot();
     assert_eq!(snapshot.version(), outcome.version);
     assert_eq!(snapshot.app_transaction_version("mine"), Some(1));
@@ -118,7 +118,7 @@ async fn a_fresh_handle_reads_the_commits_that_decided_the_backlog() {
     let (location, _) = backlog(dir.path()).await;
     // A handle opened on version 1 (it has not read that commit's actions as a commit),
     // which then loses version 2 to another writer carrying nothing.
-    let fresh = Table::open_location(location.clone()).await.unwrap();
+    let fresh = Table::open_at(location.clone()).await.unwrap();
     assert_eq!(fresh.version(), 1);
     let other = serde_json::json!({"txn": {"appId": "other", "version": 1}});
     commit_by_hand(dir.path(), 2, "other", &[], &[other]);

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
@@ -20,7 +21,7 @@ use url::Url;
 async fn delete_id(table: &mut Table, id: i64) -> tarn::Result<tarn::CommitOutcome> {
     table
         .delete(col("id").eq(lit(id)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .map(|o| o.commit)
@@ -35,7 +36,7 @@ async fn a_store_error_with_a_proposal_out_is_an_unknown_outcome_and_the_proposa
     let mut setup = Table::create_at(location.clone())
         .with_arrow_schema(&schema())
         .with_property("delta.enableDeletionVectors", "true")
-        .with_property(tarn::properties::DV_INLINE_THRESHOLD, "0")
+        .with_property(tarn::protocol::properties::DV_INLINE_THRESHOLD, "0")
         .execute()
         .await
         .unwrap();
@@ -44,24 +45,26 @@ async fn a_store_error_with_a_proposal_out_is_an_unknown_outcome_and_the_proposa
     let base = setup.version();
 
     // The writer: its PUT of `base + 2` waits at a gate, and its reads can be made to fail.
-    let (gated, gate) = tarn_tests::gate::GateStore::new(
-        Arc::clone(location.store()),
-        format!("_delta_log/{:020}.json", base + 2),
+    let faulty = FaultStore::new(Arc::clone(location.store()), 7).with_rule(
+        FaultRule::new(FaultOp::Put, Fault::Hold)
+            .matching(format!("*_delta_log/{:020}.json", base + 2)),
     );
-    let faulty = FaultStore::new(Arc::new(gated) as Arc<dyn ObjectStore>, 7);
     let faults = faulty.control();
-    let mut writer = Table::open_location(location.clone().with_store(Arc::new(faulty)))
+    let gate = faults.gate();
+    let mut writer = Table::open_at(location.clone().with_store(Arc::new(faulty)))
         .await
         .unwrap();
     // A carrier that will lose one race, so it lists and reads the proposal.
-    let mut carrier = Table::open_location(location.clone()).await.unwrap();
+    let mut carrier = Table::open_at(location.clone()).await.unwrap();
 
     // Another delete of the same file takes `base + 1`: the writer loses its first race,
     // unites its DV with that one, then publishes its proposal beside its PUT of
     // `base + 2`, which the gate holds.
     let _ = delete_id(&mut setup, 1).await.unwrap();
     let held = tokio::spawn(async move { delete_id(&mut writer, 0).await });
-    gate.arrived(60).await;
+    gate.arrived(Duration::from_secs(60))
+        .await
+        .expect("no PUT reached the gate");
     assert!(
         proposal_published(&location, base + 1).await,
         "the writer published no proposal"

@@ -5,8 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tarn::{Error, IsolationLevel, Table};
+use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
 use tarn_tests::grouped::proposal_published;
 use tarn_tests::log::commit_info_at;
 use tarn_tests::matrix::{Backend, EXPECTED, LEVELS, Op, cell_table, code, run};
@@ -28,15 +30,16 @@ async fn grouped_cell(
     let setup = cell_table(&url, &options).await;
     let base = setup.version();
     let location = tarn_store::open_with_options(&url, &options).unwrap();
-    let (gated, gate) = tarn_tests::gate::GateStore::new(
-        Arc::clone(location.store()),
-        format!("_delta_log/{:020}.json", base + 2),
+    let gated = FaultStore::new(Arc::clone(location.store()), 0).with_rule(
+        FaultRule::new(FaultOp::Put, Fault::Hold)
+            .matching(format!("*_delta_log/{:020}.json", base + 2)),
     );
-    let mut f = Table::open_location(location.clone())
+    let gate = gated.control().gate();
+    let mut f = Table::open_at(location.clone())
         .await
         .unwrap()
         .with_isolation(level);
-    let mut s = Table::open_location(location.clone().with_store(Arc::new(gated)))
+    let mut s = Table::open_at(location.clone().with_store(Arc::new(gated)))
         .await
         .unwrap()
         .with_isolation(level);
@@ -47,7 +50,9 @@ async fn grouped_cell(
         let result = run(second, &mut s).await;
         (result, s.version())
     });
-    gate.arrived(60).await;
+    gate.arrived(Duration::from_secs(60))
+        .await
+        .expect("no PUT reached the gate");
     // The proposal goes up beside the held PUT: wait for it where the work is carriable
     // (no metadata change; these tables' deletion vectors are small enough to be inline).
     let carriable = !matches!(second, Op::AddColumn | Op::SetProperty);

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use tarn::{Error, Table};
+use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
 use tarn_tests::fixtures::{sales_batch, sales_table_of};
-use tarn_tests::hiding::HidingStore;
 use tarn_tests::rows::sorted_ids;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,11 +19,11 @@ async fn a_listing_that_missed_an_earlier_commit_still_opens_and_refreshes_to_th
     let first = table.version();
     let location = table.snapshot().location().clone();
     let hidden = format!("_delta_log/{:020}.json", first + 1);
-    let raced = location.clone().with_store(Arc::new(HidingStore::new(
-        Arc::clone(location.store()),
-        hidden,
-    )));
-    let mut stale = Table::open_location(raced.clone()).await.unwrap();
+    let hiding = FaultStore::new(Arc::clone(location.store()), 0).with_rule(
+        FaultRule::new(FaultOp::List, Fault::HideFromList).matching(format!("*{hidden}")),
+    );
+    let raced = location.clone().with_store(Arc::new(hiding));
+    let mut stale = Table::open_at(raced.clone()).await.unwrap();
     assert_eq!(stale.version(), first);
     for i in 1..=3 {
         table
@@ -41,7 +41,7 @@ async fn a_listing_that_missed_an_earlier_commit_still_opens_and_refreshes_to_th
     assert_eq!(ids, all);
 
     // A fresh handle (a short log: one LIST beside the checkpoint hint).
-    let fresh = Table::open_location(raced).await.unwrap();
+    let fresh = Table::open_at(raced).await.unwrap();
     assert_eq!(fresh.version(), latest);
     let ids = sorted_ids(&fresh.scan().select(["id"]).collect().await.unwrap());
     assert_eq!(ids, all);

@@ -41,9 +41,9 @@ fn faulty(location: &StoreLocation, seed: u64) -> (StoreLocation, FaultControl) 
 
 /// The `commitInfo` of every commit: (version, txnId, timestamp).
 async fn commit_infos(location: &StoreLocation) -> Vec<(i64, String, i64)> {
-    let table = Table::open_location(location.clone()).await.unwrap();
+    let table = Table::open_at(location.clone()).await.unwrap();
     let mut out = Vec::new();
-    for (version, _) in table.versions().await.unwrap() {
+    for version in table.versions().await.unwrap().iter().map(|v| v.version) {
         let info = commit_info_at(location, version).await.unwrap();
         out.push((
             version,
@@ -67,7 +67,7 @@ async fn a_commit_whose_acknowledgement_is_lost_lands_exactly_once_on_minio() {
 async fn lost_acknowledgement(location: StoreLocation) {
     create(&location).await;
     let (faulty_location, control) = faulty(&location, 1);
-    let mut table = Table::open_location(faulty_location).await.unwrap();
+    let mut table = Table::open_at(faulty_location).await.unwrap();
     // The commit PUT lands, then the caller sees an error.
     control.add_rule(
         FaultRule::new(FaultOp::Put, Fault::FailAfter)
@@ -91,7 +91,7 @@ async fn lost_acknowledgement(location: StoreLocation) {
     let mut ids: Vec<&String> = infos.iter().map(|i| &i.1).collect();
     ids.dedup();
     assert_eq!(ids.len(), 3);
-    let reopened = Table::open_location(location).await.unwrap();
+    let reopened = Table::open_at(location).await.unwrap();
     assert_eq!(row_count(&reopened.scan().collect().await.unwrap()), 20);
 }
 
@@ -108,7 +108,7 @@ async fn an_unreadable_outcome_is_commit_state_unknown_on_minio() {
 async fn unknown_outcome(location: StoreLocation) {
     create(&location).await;
     let (faulty_location, control) = faulty(&location, 2);
-    let mut table = Table::open_location(faulty_location).await.unwrap();
+    let mut table = Table::open_at(faulty_location).await.unwrap();
     control.add_rule(
         FaultRule::new(FaultOp::Put, Fault::FailAfter)
             .matching("*/_delta_log/*1.json")
@@ -119,7 +119,7 @@ async fn unknown_outcome(location: StoreLocation) {
     );
     let err = table
         .write([sales_batch(0, 10)])
-        .app_transaction("ingest", 7)
+        .with_app_transaction("ingest", 7)
         .execute()
         .await
         .unwrap_err();
@@ -135,10 +135,10 @@ async fn unknown_outcome(location: StoreLocation) {
     let infos = commit_infos(&location).await;
     assert_eq!(&infos[1].1, txn_id);
     // The application retries the same version: it is skipped, nothing doubles.
-    let mut table = Table::open_location(location.clone()).await.unwrap();
+    let mut table = Table::open_at(location.clone()).await.unwrap();
     let retry = table
         .write([sales_batch(0, 10)])
-        .app_transaction("ingest", 7)
+        .with_app_transaction("ingest", 7)
         .execute()
         .await
         .unwrap();
@@ -148,7 +148,7 @@ async fn unknown_outcome(location: StoreLocation) {
     assert_eq!(table.snapshot().app_transaction_version("ingest"), Some(7));
     let next = table
         .write([sales_batch(10, 20)])
-        .app_transaction("ingest", 8)
+        .with_app_transaction("ingest", 8)
         .execute()
         .await
         .unwrap();
@@ -159,16 +159,16 @@ async fn unknown_outcome(location: StoreLocation) {
 async fn concurrent_writes_of_one_application_version_commit_once() {
     let location = memory();
     create(&location).await;
-    let mut a = Table::open_location(location.clone()).await.unwrap();
-    let mut b = Table::open_location(location.clone()).await.unwrap();
+    let mut a = Table::open_at(location.clone()).await.unwrap();
+    let mut b = Table::open_at(location.clone()).await.unwrap();
     a.write([sales_batch(0, 10)])
-        .app_transaction("stream", 3)
+        .with_app_transaction("stream", 3)
         .execute()
         .await
         .unwrap();
     let err = b
         .write([sales_batch(0, 10)])
-        .app_transaction("stream", 3)
+        .with_app_transaction("stream", 3)
         .execute()
         .await
         .unwrap_err();
@@ -176,7 +176,7 @@ async fn concurrent_writes_of_one_application_version_commit_once() {
         matches!(&err, Error::Conflict { winning_version: 1, reason: ConflictReason::AppTransactionCommitted { app_id, version: 3 }, .. } if app_id == "stream"),
         "{err}"
     );
-    let table = Table::open_location(location).await.unwrap();
+    let table = Table::open_at(location).await.unwrap();
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 10);
 }
 
@@ -184,8 +184,8 @@ async fn concurrent_writes_of_one_application_version_commit_once() {
 async fn the_same_metadata_domain_conflicts_and_others_commute() {
     let location = memory();
     create(&location).await;
-    let a = Table::open_location(location.clone()).await.unwrap();
-    let b = Table::open_location(location.clone()).await.unwrap();
+    let a = Table::open_at(location.clone()).await.unwrap();
+    let b = Table::open_at(location.clone()).await.unwrap();
     let mut first = a.transaction();
     first.set_domain_metadata("tarn.indices", r#"{"v":1}"#);
     let outcome = first.commit().await.unwrap();
@@ -216,8 +216,8 @@ async fn the_same_metadata_domain_conflicts_and_others_commute() {
     );
 
     // Once both know the feature, the same domain conflicts and another one commutes.
-    let c = Table::open_location(location.clone()).await.unwrap();
-    let d = Table::open_location(location.clone()).await.unwrap();
+    let c = Table::open_at(location.clone()).await.unwrap();
+    let d = Table::open_at(location.clone()).await.unwrap();
     let mut same = c.transaction();
     same.set_domain_metadata("tarn.indices", r#"{"v":2}"#);
     let _ = same.commit().await.unwrap();
@@ -244,7 +244,7 @@ async fn the_same_metadata_domain_conflicts_and_others_commute() {
 async fn strictly_serializable_reads_are_pinned_and_validated_at_commit() {
     let location = memory();
     let mut writer = create(&location).await;
-    let stale = Table::open_location(location.clone())
+    let stale = Table::open_at(location.clone())
         .await
         .unwrap()
         .with_isolation(IsolationLevel::StrictSerializable);
@@ -298,11 +298,11 @@ async fn commit_timestamps_increase_whatever_the_writers_clocks_say_and_time_tra
     let location = memory();
     create(&location).await;
     let hour = 3_600_000;
-    let mut ahead = Table::open_location(location.clone())
+    let mut ahead = Table::open_at(location.clone())
         .await
         .unwrap()
         .with_clock(Arc::new(OffsetClock { offset_ms: hour }));
-    let mut behind = Table::open_location(location.clone())
+    let mut behind = Table::open_at(location.clone())
         .await
         .unwrap()
         .with_clock(Arc::new(OffsetClock { offset_ms: -hour }));
@@ -326,8 +326,12 @@ async fn commit_timestamps_increase_whatever_the_writers_clocks_say_and_time_tra
         "commitInfo timestamps: {infos:?}"
     );
     // Time travel uses the store's times, which the writers' clocks do not touch.
-    let table = Table::open_location(location.clone()).await.unwrap();
-    for (version, ts) in table.versions().await.unwrap() {
+    let table = Table::open_at(location.clone()).await.unwrap();
+    for tarn::VersionInfo {
+        version,
+        timestamp_ms: ts,
+    } in table.versions().await.unwrap()
+    {
         let at = Snapshot::builder(location.clone())
             .at_timestamp(ts)
             .build()
@@ -352,7 +356,7 @@ async fn a_lost_race_costs_one_get_per_winning_commit_and_a_blind_append_two_rou
     );
     let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
     let counter = counting.counter();
-    let mut loser = Table::open_location(location.clone().with_store(Arc::new(counting)))
+    let mut loser = Table::open_at(location.clone().with_store(Arc::new(counting)))
         .await
         .unwrap();
     for i in 0..3 {
@@ -462,7 +466,7 @@ async fn every_commit_records_its_parameters_and_metrics_as_strings() {
 async fn a_contended_handle_allowed_no_attempts_publishes_and_commits_nothing() {
     let location = memory();
     let mut other = create(&location).await;
-    let mut writer = Table::open_location(location.clone()).await.unwrap();
+    let mut writer = Table::open_at(location.clone()).await.unwrap();
     // Two commits in a row that lose their race make the handle contended: its next
     // commit would catch up and publish a proposal before its first PUT.
     // (`other` refreshes first, so it never loses a race nor publishes.)

@@ -511,12 +511,12 @@ async fn a_missing_data_file_is_a_typed_not_found_naming_both_paths() {
     check(table.scan().collect().await.unwrap_err(), "scan");
     let version = table.version();
     for strategy in [
-        tarn::dml::ChangeStrategy::CopyOnWrite,
-        tarn::dml::ChangeStrategy::MergeOnRead,
+        tarn::ChangeStrategy::CopyOnWrite,
+        tarn::ChangeStrategy::MergeOnRead,
     ] {
         let err = table
             .delete(col("country").eq(lit("DE")).and(col("id").gt(lit(0i64))))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();
@@ -525,7 +525,7 @@ async fn a_missing_data_file_is_a_typed_not_found_naming_both_paths() {
             .update()
             .filter(col("country").eq(lit("DE")))
             .set("amount", lit(1.0))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();
@@ -545,12 +545,12 @@ async fn a_failed_read_of_an_intact_dv_file_is_the_stores_error_not_a_bad_dv() {
             .matching("*deletion_vector_d12e7d16*")
             .limit(1),
     );
-    let table = Table::open_location(location.with_store(Arc::new(faulty)))
+    let table = Table::open_at(location.with_store(Arc::new(faulty)))
         .await
         .unwrap();
     let err = table.scan().collect().await.unwrap_err();
     assert!(
-        matches!(&err, Error::Store { operation: "get", path, .. } if path.contains("deletion_vector_d12e7d16")),
+        matches!(&err, Error::Store { operation: tarn_store::StoreOp::Get, path, .. } if path.contains("deletion_vector_d12e7d16")),
         "{err}"
     );
     // The fault has passed: the same handle reads every live row.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arrow::array::Int64Array;
 use arrow::datatypes::{DataType, Field};
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{Expr, col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
 use tarn::{Error, SchemaMode, Table, WriteMode};
@@ -121,7 +121,7 @@ async fn change(table: &mut Table, step: usize) {
         1 => table.append([sales_batch(200, 300)]).await.map(|_| ()),
         2 | 3 => table
             .delete(col("customer").eq(lit(format!("customer-{step}"))))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .map(|_| ()),
@@ -129,7 +129,7 @@ async fn change(table: &mut Table, step: usize) {
             .update()
             .filter(col("id").lt(lit(60i64 * step as i64 - 200)))
             .set("amount", col("amount") * lit(2.0))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .map(|_| ()),
@@ -138,13 +138,13 @@ async fn change(table: &mut Table, step: usize) {
             .on(["id"])
             .when_matched_update(None, [("amount", source_col("amount") + lit(1.0))])
             .when_not_matched_insert_all(None)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .map(|_| ()),
         8 => table
             .write([only_country(&sales_batch(1000, 1050), "FR")])
-            .mode(WriteMode::Overwrite)
+            .with_mode(WriteMode::Overwrite)
             .replace_where(col("country").eq(lit("FR")))
             .execute()
             .await
@@ -159,7 +159,7 @@ async fn change(table: &mut Table, step: usize) {
             );
             table
                 .write([extra])
-                .schema_mode(SchemaMode::AddColumns)
+                .with_schema_mode(SchemaMode::AddColumns)
                 .execute()
                 .await
                 .map(|_| ())
@@ -357,7 +357,7 @@ async fn mapping_turns_on_by_name_and_no_other_change_is_allowed() {
     );
     table
         .delete(col("id").lt(lit(10i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -428,7 +428,7 @@ async fn tables_spark_mapped_take_appends_and_deletes() {
         let kept = rows_without(&table, predicate.clone()).await;
         table
             .delete(predicate)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();

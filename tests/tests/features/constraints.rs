@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Float64Array, RecordBatch};
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::protocol::{StructField, StructType};
 use tarn::{Error, Table};
@@ -59,7 +59,7 @@ async fn rows_that_break_a_check_constraint_are_never_committed() {
             .update()
             .filter(col("id").lt(lit(5i64)))
             .set("amount", lit(-1.0f64))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();
@@ -70,7 +70,7 @@ async fn rows_that_break_a_check_constraint_are_never_committed() {
             .on(["id"])
             .when_matched_update(None, [("amount", source_col("amount"))])
             .when_not_matched_insert_all(None)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();

@@ -59,14 +59,14 @@ async fn counts_come_from_the_log_without_reading_data() {
     let gone: Vec<i64> = (0..3000).filter(|id| id % 100 < 10).collect();
     table
         .delete(col("id").is_in(gone))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
 
     let counting = CountingStore::new(Arc::clone(location.store()) as Arc<dyn ObjectStore>);
     let counter = counting.counter();
-    let counted = Table::open_location(location.clone().with_store(Arc::new(counting)))
+    let counted = Table::open_at(location.clone().with_store(Arc::new(counting)))
         .await
         .unwrap();
     assert!(
@@ -173,7 +173,7 @@ async fn min_and_max_come_from_exact_statistics_and_are_read_otherwise() {
 
     let counting = CountingStore::new(Arc::clone(location.store()) as Arc<dyn ObjectStore>);
     let counter = counting.counter();
-    let counted = Table::open_location(location.clone().with_store(Arc::new(counting)))
+    let counted = Table::open_at(location.clone().with_store(Arc::new(counting)))
         .await
         .unwrap();
     counter.take();
@@ -214,7 +214,7 @@ async fn min_and_max_come_from_exact_statistics_and_are_read_otherwise() {
     // live rows exactly, so the rows are read.
     table
         .delete(col("id").is_in([10i64, 11, 1998, 1999]))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();

@@ -176,7 +176,7 @@ async fn deletes(target: Target, strategy: ChangeStrategy) {
     let before = t.version();
     let outcome = t
         .delete(col("amount").gt(lit(150.0)))
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -192,7 +192,7 @@ async fn deletes(target: Target, strategy: ChangeStrategy) {
     }
     // A second delete touching the same files unions their deletion vectors.
     t.delete(col("note").is_null())
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -201,7 +201,7 @@ async fn deletes(target: Target, strategy: ChangeStrategy) {
     // A partition delete removes whole files without reading them.
     let outcome = t
         .delete(col("country").eq(lit("FR")))
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -215,7 +215,7 @@ async fn deletes(target: Target, strategy: ChangeStrategy) {
         .await
         .unwrap();
     assert_eq!(read(&old).await.len(), 90);
-    let fresh = Table::open_location(target.location.clone()).await.unwrap();
+    let fresh = Table::open_at(target.location.clone()).await.unwrap();
     assert_eq!(read(fresh.snapshot()).await, model);
 }
 
@@ -226,7 +226,7 @@ async fn updates(target: Target, strategy: ChangeStrategy) {
         .filter(col("id").lt(lit(40)).and(col("note").is_not_null()))
         .set("amount", col("amount") * lit(2.0) + lit(1.0))
         .set("note", lit("updated"))
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -262,8 +262,8 @@ async fn updates(target: Target, strategy: ChangeStrategy) {
     t.update()
         .filter(col("id").eq(lit(1)))
         .set("country", lit("BE"))
-        .allow_partition_moves(true)
-        .strategy(strategy)
+        .with_partition_moves(true)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -310,7 +310,7 @@ async fn merges(target: Target, strategy: ChangeStrategy) {
             [("amount", source_col("amount")), ("note", lit("merged"))],
         )
         .when_not_matched_insert_all(Some(source_col("id").lt(lit(95))))
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -350,7 +350,7 @@ async fn merges(target: Target, strategy: ChangeStrategy) {
     t.merge([batch(&keep)])
         .on(["id"])
         .when_not_matched_by_source_delete(Some(target_col("country").eq(lit("NL"))))
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap();
@@ -367,7 +367,7 @@ async fn merges(target: Target, strategy: ChangeStrategy) {
         .merge([doubled])
         .on(["id"])
         .when_matched_update_all(None)
-        .strategy(strategy)
+        .with_strategy(strategy)
         .execute()
         .await
         .unwrap_err();
@@ -438,7 +438,7 @@ async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {
         .unwrap();
     assert_eq!(dv.storage_type, "i", "one row fits inline");
     let _ = t
-        .set_properties([(tarn::properties::DV_INLINE_THRESHOLD, "0")])
+        .set_properties([(tarn::protocol::properties::DV_INLINE_THRESHOLD, "0")])
         .await
         .unwrap();
     t.delete(col("id").eq(lit(6))).execute().await.unwrap();
@@ -460,15 +460,15 @@ async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {
         .await
         .unwrap()
         .delete(col("id").eq(lit(1)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap_err();
     assert!(
         matches!(
             err,
-            Error::InvalidArgument {
-                name: "strategy",
+            Error::FeatureNotEnabled {
+                feature: "deletionVectors",
                 ..
             }
         ),
@@ -480,15 +480,15 @@ async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {
 async fn concurrent_deletion_vector_changes_rebase_when_disjoint_and_conflict_when_not() {
     let target = memory();
     let (t, mut model) = table(&target, ChangeStrategy::MergeOnRead).await;
-    let mut a = Table::open_location(target.location.clone()).await.unwrap();
-    let mut b = Table::open_location(target.location.clone()).await.unwrap();
+    let mut a = Table::open_at(target.location.clone()).await.unwrap();
+    let mut b = Table::open_at(target.location.clone()).await.unwrap();
     // Ids 0 and 3 sit in one file (NL, first append): different rows of it.
     a.delete(col("id").eq(lit(0))).execute().await.unwrap();
     let outcome = b.delete(col("id").eq(lit(3))).execute().await.unwrap();
     assert_eq!(outcome.commit.attempts, 2, "rebased over the other delete");
     model.remove(&0);
     model.remove(&3);
-    let latest = Table::open_location(target.location.clone()).await.unwrap();
+    let latest = Table::open_at(target.location.clone()).await.unwrap();
     assert_eq!(read(latest.snapshot()).await, model);
     let dv = latest
         .snapshot()
@@ -497,8 +497,8 @@ async fn concurrent_deletion_vector_changes_rebase_when_disjoint_and_conflict_wh
     assert!(dv.is_some(), "one DV holds both deletes");
 
     // The same row from both sides: the second conflicts, and nothing of it lands.
-    let mut c = Table::open_location(target.location.clone()).await.unwrap();
-    let mut d = Table::open_location(target.location.clone()).await.unwrap();
+    let mut c = Table::open_at(target.location.clone()).await.unwrap();
+    let mut d = Table::open_at(target.location.clone()).await.unwrap();
     c.delete(col("id").eq(lit(6))).execute().await.unwrap();
     let err = d
         .update()
@@ -519,8 +519,8 @@ async fn concurrent_deletion_vector_changes_rebase_when_disjoint_and_conflict_wh
     );
     // An update writes the row's new version to a new file: a concurrent delete of the
     // row conflicts with that file.
-    let mut g = Table::open_location(target.location.clone()).await.unwrap();
-    let mut h = Table::open_location(target.location.clone()).await.unwrap();
+    let mut g = Table::open_at(target.location.clone()).await.unwrap();
+    let mut h = Table::open_at(target.location.clone()).await.unwrap();
     g.update()
         .filter(col("id").eq(lit(15)))
         .set("note", lit("g"))
@@ -539,10 +539,10 @@ async fn concurrent_deletion_vector_changes_rebase_when_disjoint_and_conflict_wh
         "{err}"
     );
     // A DV change against a concurrent rewrite of the same file conflicts too.
-    let mut e = Table::open_location(target.location.clone()).await.unwrap();
-    let mut f = Table::open_location(target.location.clone()).await.unwrap();
+    let mut e = Table::open_at(target.location.clone()).await.unwrap();
+    let mut f = Table::open_at(target.location.clone()).await.unwrap();
     e.delete(col("id").eq(lit(9)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -668,8 +668,8 @@ async fn optimize_packs_small_files_purges_deletion_vectors_and_sorts() {
     model.extend(m);
     let outcome = t
         .optimize()
-        .sort_by(["amount"])
-        .target_size(16 * 1024)
+        .with_sort_by(["amount"])
+        .with_target_file_size(16 * 1024)
         .execute()
         .await
         .unwrap();
@@ -701,8 +701,8 @@ async fn optimize_packs_small_files_purges_deletion_vectors_and_sorts() {
 async fn optimize_commutes_with_blind_appends_but_not_with_changes_to_its_files() {
     let target = memory();
     let (_, mut model) = table(&target, ChangeStrategy::MergeOnRead).await;
-    let mut optimizer = Table::open_location(target.location.clone()).await.unwrap();
-    let mut writer = Table::open_location(target.location.clone()).await.unwrap();
+    let mut optimizer = Table::open_at(target.location.clone()).await.unwrap();
+    let mut writer = Table::open_at(target.location.clone()).await.unwrap();
     let (b, m) = rows(500..520);
     writer.append([b]).await.unwrap();
     model.extend(m);
@@ -808,7 +808,7 @@ async fn bad_input_is_refused_and_nothing_is_committed() {
     // A DV file of Tarn's own, truncated: reads and further changes of the file fail
     // naming it, and nothing is committed.
     let _ = t
-        .set_properties([(tarn::properties::DV_INLINE_THRESHOLD, "0")])
+        .set_properties([(tarn::protocol::properties::DV_INLINE_THRESHOLD, "0")])
         .await
         .unwrap();
     t.delete(col("id").eq(lit(10))).execute().await.unwrap();
@@ -826,7 +826,7 @@ async fn bad_input_is_refused_and_nothing_is_committed() {
     let good = std::fs::read(&dv_file).unwrap();
     std::fs::write(&dv_file, &good[..good.len() - 3]).unwrap();
     let name = dv_file.file_name().unwrap().to_string_lossy().into_owned();
-    let fresh = Table::open_location(target.location.clone()).await.unwrap();
+    let fresh = Table::open_at(target.location.clone()).await.unwrap();
     let err = fresh.scan().collect().await.unwrap_err();
     assert!(
         matches!(&err, Error::InvalidDeletionVector { location, .. } if location.contains(&name)),
@@ -888,7 +888,7 @@ async fn copy_on_write_streams_files_and_rewrites_only_those_that_change() {
     // Only the last chunk of the first file changes.
     let out = t
         .delete(col("id").eq(lit(199_999i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -909,7 +909,7 @@ async fn copy_on_write_streams_files_and_rewrites_only_those_that_change() {
                 .gt_eq(lit(399_000i64))
                 .and(col("id").lt(lit(399_500i64))),
         )
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -929,7 +929,7 @@ async fn copy_on_write_streams_files_and_rewrites_only_those_that_change() {
                 .and(col("id").lt(lit(250_000i64))),
         )
         .set("amount", lit(-1.0))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -997,7 +997,7 @@ async fn merge_on_read_upserts_read_only_keys_when_the_source_sets_every_column(
         .on(["id"])
         .when_matched_update_all(None)
         .when_not_matched_insert_all(None)
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -1024,7 +1024,7 @@ async fn merge_on_read_upserts_read_only_keys_when_the_source_sets_every_column(
             Some(target_col("amount").lt(lit(2.0))),
             [("amount", source_col("amount"))],
         )
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();

@@ -159,7 +159,7 @@ async fn data_files_take_the_tables_codec_and_are_named_after_it() {
     let before: Vec<String> = table.snapshot().files().map(|a| a.path.clone()).collect();
     table
         .delete(col("id").eq(lit(7i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use arrow::array::{AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField, StructType};
 use tarn::{Error, Table};
@@ -99,7 +99,7 @@ async fn generated_columns_follow_their_rows_through_every_write() {
             .update()
             .filter(col("id").eq(lit(1i64)))
             .set("id", col("id") + lit(100i64))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();
@@ -108,7 +108,7 @@ async fn generated_columns_follow_their_rows_through_every_write() {
             .on(["id"])
             .when_matched_update(None, [("id", source_col("id") + lit(1000i64))])
             .when_not_matched_insert_all(None)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();

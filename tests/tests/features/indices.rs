@@ -10,7 +10,7 @@ use std::time::Duration;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use object_store::ObjectStore;
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{Expr, col, lit, source_col, text_match};
 use tarn::{Error, IndexKind, IndexMode, StoreLocation, Table};
 use tarn_store::{CountingStore, LatencyProfile, LatencyStore};
@@ -83,7 +83,7 @@ async fn assert_exact(table: &Table, predicate: Expr) -> usize {
     let without = table
         .scan()
         .filter(predicate.clone())
-        .use_indices(false)
+        .with_indices(false)
         .collect()
         .await
         .unwrap();
@@ -105,13 +105,13 @@ async fn indices_answer_scans_exactly(location: StoreLocation) {
     assert_eq!((btree.files_covered, btree.files_total), (4, 4));
     table
         .create_index("segment")
-        .kind(IndexKind::Bitmap)
+        .with_kind(IndexKind::Bitmap)
         .execute()
         .await
         .unwrap();
     table
         .create_index("note")
-        .kind(IndexKind::FullText)
+        .with_kind(IndexKind::FullText)
         .execute()
         .await
         .unwrap();
@@ -174,7 +174,7 @@ async fn indices_answer_scans_exactly(location: StoreLocation) {
         .unwrap();
     let outcome = table
         .delete(col("customer").eq(lit("c0042")))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -189,7 +189,7 @@ async fn indices_answer_scans_exactly(location: StoreLocation) {
         .update()
         .filter(col("customer").eq(lit("c0100")))
         .set("segment", lit("vip"))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -202,7 +202,7 @@ async fn indices_answer_scans_exactly(location: StoreLocation) {
         .merge([batch(100, 140)])
         .on(["id"])
         .when_matched_update(None, [("note", source_col("customer"))])
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -250,7 +250,7 @@ async fn indices_answer_scans_exactly(location: StoreLocation) {
     assert!(matches!(err, Error::IndexNotFound { .. }), "{err}");
 
     // A fresh handle reads the same.
-    let reopened = Table::open_location(location).await.unwrap();
+    let reopened = Table::open_at(location).await.unwrap();
     assert_exact(&reopened, col("segment").eq(lit("gov"))).await;
 }
 
@@ -273,7 +273,7 @@ async fn deferred_indices_cover_new_files_after_optimize_indices() {
     table.append([batch(0, 300)]).await.unwrap();
     let info = table
         .create_index("customer")
-        .mode(IndexMode::Deferred)
+        .with_mode(IndexMode::Deferred)
         .execute()
         .await
         .unwrap();
@@ -323,7 +323,7 @@ async fn a_warm_point_lookup_on_a_thousand_files_waits_on_two_round_trips() {
             .collect();
         table
             .write(batches)
-            .target_file_size(1)
+            .with_target_file_size(1)
             .execute()
             .await
             .unwrap();
@@ -337,7 +337,7 @@ async fn a_warm_point_lookup_on_a_thousand_files_waits_on_two_round_trips() {
     );
     let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
     let counter = counting.counter();
-    let counted = Table::open_location(location.clone().with_store(Arc::new(counting)))
+    let counted = Table::open_at(location.clone().with_store(Arc::new(counting)))
         .await
         .unwrap();
     let open_counts = counter.take();
@@ -356,7 +356,7 @@ async fn a_warm_point_lookup_on_a_thousand_files_waits_on_two_round_trips() {
     let expected = table
         .scan()
         .filter(col("customer").eq(lit(key.clone())))
-        .use_indices(false)
+        .with_indices(false)
         .collect()
         .await
         .unwrap();
@@ -402,14 +402,14 @@ async fn bad_index_input_is_refused_and_commits_nothing() {
     assert!(matches!(err, Error::UnknownColumn { .. }), "{err}");
     let err = table
         .create_index("id")
-        .kind(IndexKind::FullText)
+        .with_kind(IndexKind::FullText)
         .execute()
         .await
         .unwrap_err();
     assert!(matches!(err, Error::UnsupportedIndexType { .. }), "{err}");
     let err = table
         .create_index("id")
-        .name("bad name/..")
+        .with_name("bad name/..")
         .execute()
         .await
         .unwrap_err();
@@ -418,7 +418,7 @@ async fn bad_index_input_is_refused_and_commits_nothing() {
     table.create_index("customer").execute().await.unwrap();
     let err = table
         .create_index("segment")
-        .name("customer_idx")
+        .with_name("customer_idx")
         .execute()
         .await
         .unwrap_err();
@@ -447,7 +447,7 @@ async fn bad_index_input_is_refused_and_commits_nothing() {
         .path();
     let good = std::fs::read(&object).unwrap();
     std::fs::write(&object, &good[..good.len() / 2]).unwrap();
-    let fresh = Table::open_location(location.clone()).await.unwrap();
+    let fresh = Table::open_at(location.clone()).await.unwrap();
     let err = fresh
         .scan()
         .filter(col("customer").eq(lit("c0940")))
@@ -474,7 +474,7 @@ async fn bad_index_input_is_refused_and_commits_nothing() {
     let rows = fresh
         .scan()
         .filter(col("customer").eq(lit("c0940")))
-        .use_indices(false)
+        .with_indices(false)
         .collect()
         .await
         .unwrap();
@@ -501,7 +501,7 @@ async fn bad_index_input_is_refused_and_commits_nothing() {
     );
     // Writes leave it alone, and reads without indices still work.
     table.append([batch(100, 150)]).await.unwrap();
-    let all = table.scan().use_indices(false).collect().await.unwrap();
+    let all = table.scan().with_indices(false).collect().await.unwrap();
     assert_eq!(row_count(&all), 150);
 }
 
@@ -523,7 +523,7 @@ async fn vacuum_deletes_index_objects_no_retained_version_uses() {
     // still uses them.
     table.optimize_indices().await.unwrap();
     assert_eq!(objects("customer_idx"), 3);
-    let outcome = table.vacuum().dry_run(true).execute().await.unwrap();
+    let outcome = table.vacuum().with_dry_run(true).execute().await.unwrap();
     assert!(
         !outcome.files.iter().any(|f| f.starts_with("_tarn_index")),
         "{:?}",
@@ -536,8 +536,8 @@ async fn vacuum_deletes_index_objects_no_retained_version_uses() {
         .clone()
         .with_clock(Arc::new(later.clone()))
         .vacuum()
-        .retention(Duration::ZERO)
-        .enforce_retention(false)
+        .with_retention(Duration::ZERO)
+        .with_enforce_retention(false)
         .execute()
         .await
         .unwrap();
@@ -558,8 +558,8 @@ async fn vacuum_deletes_index_objects_no_retained_version_uses() {
         .clone()
         .with_clock(Arc::new(later))
         .vacuum()
-        .retention(Duration::ZERO)
-        .enforce_retention(false)
+        .with_retention(Duration::ZERO)
+        .with_enforce_retention(false)
         .execute()
         .await
         .unwrap();
@@ -584,7 +584,7 @@ async fn inline_segments_upload_beside_the_data_not_after_it() {
     table.create_index("customer").execute().await.unwrap();
     table
         .create_index("segment")
-        .kind(IndexKind::Bitmap)
+        .with_kind(IndexKind::Bitmap)
         .execute()
         .await
         .unwrap();
@@ -596,7 +596,7 @@ async fn inline_segments_upload_beside_the_data_not_after_it() {
     );
     let counting = CountingStore::new(Arc::new(slow) as Arc<dyn ObjectStore>);
     let counter = counting.counter();
-    let mut counted = Table::open_location(location.clone().with_store(Arc::new(counting)))
+    let mut counted = Table::open_at(location.clone().with_store(Arc::new(counting)))
         .await
         .unwrap();
     counter.take();
@@ -625,7 +625,7 @@ async fn files_under_the_inline_minimum_are_left_to_statistics_until_optimize() 
     table.create_index("customer").execute().await.unwrap();
     table
         .create_index("note")
-        .kind(IndexKind::FullText)
+        .with_kind(IndexKind::FullText)
         .execute()
         .await
         .unwrap();

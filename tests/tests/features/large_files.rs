@@ -52,7 +52,7 @@ async fn write_and_read_back(location: StoreLocation) {
     counter.take();
     table
         .write([data.clone()])
-        .target_file_size(1 << 30)
+        .with_target_file_size(1 << 30)
         .execute()
         .await
         .unwrap();
@@ -63,7 +63,7 @@ async fn write_and_read_back(location: StoreLocation) {
     // Create, at least three 16 MiB parts, complete.
     assert!(counts.multipart_requests >= 5, "{counts}");
 
-    let reopened = Table::open_location(location).await.unwrap();
+    let reopened = Table::open_at(location).await.unwrap();
     let rows = reopened.scan().collect().await.unwrap();
     let read: usize = rows.iter().map(RecordBatch::num_rows).sum();
     assert_eq!(read, 40_000);
@@ -108,12 +108,12 @@ async fn a_refused_upload_fails_the_write_with_the_store_error_and_commits_nothi
     for fault in [Fault::FailBefore, Fault::FailAfter] {
         let faulty = FaultStore::new(Arc::clone(location.store()), 3)
             .with_rule(FaultRule::new(FaultOp::Put, fault).matching("*.parquet"));
-        let mut through = Table::open_location(location.clone().with_store(Arc::new(faulty)))
+        let mut through = Table::open_at(location.clone().with_store(Arc::new(faulty)))
             .await
             .unwrap();
         let err = through
             .write([data.clone()])
-            .target_file_size(1 << 30)
+            .with_target_file_size(1 << 30)
             .execute()
             .await
             .unwrap_err();

@@ -97,7 +97,7 @@ async fn plans_keep_the_files_statistics_allow_and_a_new_version_is_planned_anew
     );
     table
         .delete(col("id").eq(lit(734i64)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -155,7 +155,7 @@ async fn a_table_of_many_files_plans_on_every_core_the_same() {
     // 1,200 files in one commit: past the size where planning parses in parallel.
     table
         .write((0..1200).map(one_row).collect::<Vec<_>>())
-        .target_file_size(1)
+        .with_target_file_size(1)
         .execute()
         .await
         .unwrap();

@@ -42,7 +42,7 @@ async fn a_file_of_many_row_groups_reads_every_live_row_once() {
         .unwrap();
     table
         .write([data])
-        .writer_properties(
+        .with_writer_properties(
             WriterProperties::builder()
                 .set_max_row_group_row_count(Some(7_000))
                 .build(),
@@ -61,7 +61,7 @@ async fn a_file_of_many_row_groups_reads_every_live_row_once() {
                 .gt_eq(lit(20_000i64))
                 .and(col("id").lt(lit(30_000i64))),
         )
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -142,7 +142,7 @@ async fn merge_on_read_changes_to_a_file_of_many_row_groups_mark_the_right_rows(
     // One file of 15 row groups: a change reading it decodes runs of them at once.
     table
         .write([rows((0..100_000).collect(), |id| id)])
-        .writer_properties(
+        .with_writer_properties(
             WriterProperties::builder()
                 .set_max_row_group_row_count(Some(7_000))
                 .build(),
@@ -157,7 +157,7 @@ async fn merge_on_read_changes_to_a_file_of_many_row_groups_mark_the_right_rows(
         .update()
         .filter(col("v").gt_eq(lit(0i64)).and(col("id").lt(lit(100_000i64))))
         .set("v", col("v") + lit(1i64))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -171,7 +171,7 @@ async fn merge_on_read_changes_to_a_file_of_many_row_groups_mark_the_right_rows(
         .when_matched_delete(Some(target_col("id").lt(lit(15i64))))
         .when_matched_update(None, [("v", source_col("v"))])
         .when_not_matched_insert_all(None)
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();

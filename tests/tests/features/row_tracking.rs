@@ -11,7 +11,7 @@ use std::path::Path;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{col, lit};
 use tarn::{Snapshot, Table};
 use tarn_tests::fixtures::{sales_batch, sales_schema, sales_table_of, snapshot_at};
@@ -165,7 +165,7 @@ async fn rows_kept_and_rewritten_keep_their_ids() {
     // Merge-on-read: the files stay, with a deletion vector and the same ids.
     let deleted = table
         .delete(col("id").lt(lit(5i64)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -209,7 +209,7 @@ async fn rows_kept_and_rewritten_keep_their_ids() {
         .update()
         .filter(col("id").gt_eq(lit(90i64)))
         .set("customer", lit("changed"))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -304,7 +304,7 @@ async fn merge_on_read_changes_and_compaction_keep_row_ids() {
         .update()
         .filter(col("id").gt_eq(lit(10i64)).and(col("id").lt(lit(20i64))))
         .set("customer", lit("updated"))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap()
@@ -316,7 +316,7 @@ async fn merge_on_read_changes_and_compaction_keep_row_ids() {
         .on(["id"])
         .when_matched_update_all(None)
         .when_not_matched_insert_all(None)
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap()
@@ -479,13 +479,13 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
     let appended = table.append([rows(100, 110)]).await.unwrap();
     table
         .delete(col("id").eq(lit(5i64)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
     table
         .delete(col("id").eq(lit(6i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -494,7 +494,7 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
         .on(["id"])
         .when_matched_update_all(None)
         .when_not_matched_insert_all(None)
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -503,7 +503,7 @@ async fn row_ids_stay_unique_across_spark_and_tarn() {
         .update()
         .filter(col("id").eq(lit(7i64)))
         .set("customer", lit("tarn-mor"))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -575,7 +575,7 @@ async fn tables_tarn_tracks_read_their_ids_in_spark_and_take_spark_writes() {
         .update()
         .filter(col("id").lt(lit(3i64)))
         .set("customer", lit("tarn"))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();

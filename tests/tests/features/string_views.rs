@@ -90,7 +90,7 @@ async fn string_and_binary_columns_come_back_as_views_with_the_same_rows() {
         .unwrap();
     table
         .delete(col("id").lt(lit(100i64)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();

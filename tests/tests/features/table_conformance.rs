@@ -126,7 +126,7 @@ async fn create_append_scan_round_trip(target: Target) {
     assert_eq!(all_rows(&table).await, expected_rows(&[first, second]));
 
     // A fresh handle reads the same, and every data file sits inside the table.
-    let reopened = Table::open_location(location.clone()).await.unwrap();
+    let reopened = Table::open_at(location.clone()).await.unwrap();
     assert_eq!(reopened.version(), 2);
     assert_eq!(all_rows(&reopened).await, all_rows(&table).await);
     let objects = list_all(location.store().as_ref(), location.root()).await;
@@ -291,20 +291,22 @@ async fn time_travel_by_version_and_timestamp(target: Target) {
     }
     let versions = table.versions().await.unwrap();
     assert_eq!(
-        versions.iter().map(|(v, _)| *v).collect::<Vec<_>>(),
+        versions.iter().map(|v| v.version).collect::<Vec<_>>(),
         vec![0, 1, 2, 3]
     );
     assert!(
-        versions.windows(2).all(|w| w[0].1 < w[1].1),
+        versions
+            .windows(2)
+            .all(|w| w[0].timestamp_ms < w[1].timestamp_ms),
         "timestamps increase: {versions:?}"
     );
-    let (_, ts2) = versions[2];
+    let ts2 = versions[2].timestamp_ms;
     table.load_timestamp(ts2).await.unwrap();
     assert_eq!(table.version(), 2);
     table.load_timestamp(ts2 + 1).await.unwrap();
     assert_eq!(table.version(), 2);
     let err = Snapshot::builder(location.clone())
-        .at_timestamp(versions[0].1 - 1)
+        .at_timestamp(versions[0].timestamp_ms - 1)
         .build()
         .await
         .unwrap_err();
@@ -343,7 +345,7 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
     let nl_only = only_country(&sales_batch(2000, 2050), "NL");
     let outcome = table
         .write([nl_only.clone()])
-        .mode(WriteMode::Overwrite)
+        .with_mode(WriteMode::Overwrite)
         .replace_where(col("country").eq(lit("NL")))
         .execute()
         .await
@@ -358,7 +360,7 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
     let version = table.version();
     let err = table
         .write([sales_batch(3000, 3010)])
-        .mode(WriteMode::Overwrite)
+        .with_mode(WriteMode::Overwrite)
         .replace_where(col("country").eq(lit("NL")))
         .execute()
         .await
@@ -375,7 +377,7 @@ async fn overwrite_whole_table_and_by_partition(target: Target) {
     );
     let err = table
         .write([only_country(&sales_batch(0, 10), "NL")])
-        .mode(WriteMode::Overwrite)
+        .with_mode(WriteMode::Overwrite)
         .replace_where(col("id").gt(lit(0)))
         .execute()
         .await
@@ -430,9 +432,7 @@ async fn checkpoints_every_interval_and_reopen_starts_there(target: Target) {
     // Reopening a short log: the hint and a LIST of the whole log at once, then the
     // checkpoint and commit 5 only: never the commits before the checkpoint.
     let (counted_location, counter) = counted(location);
-    let reopened = Table::open_location(counted_location.clone())
-        .await
-        .unwrap();
+    let reopened = Table::open_at(counted_location.clone()).await.unwrap();
     let counts = counter.take();
     assert_eq!(reopened.version(), 5);
     assert_eq!(counts.lists, 1, "{counts}");
@@ -455,7 +455,7 @@ async fn checkpoints_every_interval_and_reopen_starts_there(target: Target) {
         .await
         .unwrap();
     counter.take();
-    let reopened = Table::open_location(counted_location).await.unwrap();
+    let reopened = Table::open_at(counted_location).await.unwrap();
     let counts = counter.take();
     assert_eq!(reopened.version(), 5);
     assert_eq!(
@@ -484,12 +484,12 @@ async fn schema_evolution_only_on_request(target: Target) {
     assert_eq!(table.version(), 1);
     table
         .write([wider])
-        .schema_mode(SchemaMode::AddColumns)
+        .with_schema_mode(SchemaMode::AddColumns)
         .execute()
         .await
         .unwrap();
     assert_eq!(table.schema().fields.last().unwrap().name, "discount");
-    let reopened = Table::open_location(location.clone()).await.unwrap();
+    let reopened = Table::open_at(location.clone()).await.unwrap();
     let batches = reopened
         .scan()
         .select(["id", "discount"])
@@ -503,8 +503,8 @@ async fn schema_evolution_only_on_request(target: Target) {
 async fn concurrent_appends_both_land(target: Target) {
     let location = &target.location;
     create_sales(location, &[]).await;
-    let mut a = Table::open_location(location.clone()).await.unwrap();
-    let mut b = Table::open_location(location.clone()).await.unwrap();
+    let mut a = Table::open_at(location.clone()).await.unwrap();
+    let mut b = Table::open_at(location.clone()).await.unwrap();
     let (ra, rb) = tokio::join!(
         a.append([sales_batch(0, 30)]),
         b.append([sales_batch(30, 70)])
@@ -518,7 +518,7 @@ async fn concurrent_appends_both_land(target: Target) {
         3,
         "the loser rebased once"
     );
-    let table = Table::open_location(location.clone()).await.unwrap();
+    let table = Table::open_at(location.clone()).await.unwrap();
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 70);
     // The loser's handle already sees both commits.
     let loser = if ra.commit.version == 2 { &a } else { &b };
@@ -530,7 +530,7 @@ async fn warm_refresh_reads_only_new_commits(target: Target) {
     let mut writer = create_sales(location, &[]).await;
     writer.append([sales_batch(0, 10)]).await.unwrap();
     let (counted_location, counter) = counted(location);
-    let mut reader = Table::open_location(counted_location).await.unwrap();
+    let mut reader = Table::open_at(counted_location).await.unwrap();
     writer.append([sales_batch(10, 20)]).await.unwrap();
     writer.append([sales_batch(20, 30)]).await.unwrap();
     counter.reset();
@@ -584,7 +584,7 @@ async fn failed_writes_change_nothing(target: Target) {
         matches!(err, Error::TableAlreadyExists { version: 0, .. }),
         "{err}"
     );
-    let reopened = Table::open_location(location.clone()).await.unwrap();
+    let reopened = Table::open_at(location.clone()).await.unwrap();
     assert_eq!(reopened.version(), 1);
     assert_eq!(all_rows(&reopened).await, before);
 }
@@ -596,7 +596,7 @@ async fn files_roll_at_the_target_size(target: Target) {
     let target_size = 256 * 1024;
     let outcome = table
         .write([batch.clone()])
-        .target_file_size(target_size)
+        .with_target_file_size(target_size)
         .execute()
         .await
         .unwrap();
@@ -656,7 +656,7 @@ async fn row_groups_are_pruned_inside_a_file(target: Target) {
         .build();
     table
         .write([batch])
-        .writer_properties(properties)
+        .with_writer_properties(properties)
         .execute()
         .await
         .unwrap();

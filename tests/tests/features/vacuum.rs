@@ -75,7 +75,7 @@ async fn vacuum_removes_orphans_and_expired_files_but_nothing_recent_versions_ne
     let faulty = FaultStore::new(Arc::clone(location.store()), 5).with_rule(
         FaultRule::new(FaultOp::Put, Fault::ServerError).matching("*/_delta_log/*.json"),
     );
-    let mut failing = Table::open_location(location.with_store(Arc::new(faulty)))
+    let mut failing = Table::open_at(location.with_store(Arc::new(faulty)))
         .await
         .unwrap();
     let err = failing.append([sales_batch(100, 110)]).await.unwrap_err();
@@ -103,7 +103,7 @@ async fn vacuum_removes_orphans_and_expired_files_but_nothing_recent_versions_ne
     )
     .unwrap();
 
-    let dry = table.vacuum().dry_run(true).execute().await.unwrap();
+    let dry = table.vacuum().with_dry_run(true).execute().await.unwrap();
     assert_eq!(dry.files, orphans);
     assert!(dry.dry_run && dry.bytes > 0);
     assert_eq!(
@@ -126,7 +126,7 @@ async fn vacuum_removes_orphans_and_expired_files_but_nothing_recent_versions_ne
 
     let err = table
         .vacuum()
-        .retention(Duration::ZERO)
+        .with_retention(Duration::ZERO)
         .execute()
         .await
         .unwrap_err();
@@ -144,8 +144,8 @@ async fn vacuum_removes_orphans_and_expired_files_but_nothing_recent_versions_ne
     // With no retention at all, the removed file and the in-flight one go too.
     let forced = table
         .vacuum()
-        .retention(Duration::ZERO)
-        .enforce_retention(false)
+        .with_retention(Duration::ZERO)
+        .with_enforce_retention(false)
         .execute()
         .await
         .unwrap();
@@ -221,8 +221,8 @@ async fn vacuum_on_minio_keeps_what_the_table_reads() {
     let table = table.with_clock(Arc::new(later));
     let outcome = table
         .vacuum()
-        .retention(Duration::ZERO)
-        .enforce_retention(false)
+        .with_retention(Duration::ZERO)
+        .with_enforce_retention(false)
         .execute()
         .await
         .unwrap();

@@ -92,7 +92,7 @@ async fn tables_tarn_writes_read_the_same_through_deltalake() {
     // Overwrite of one partition (remove actions), then a schema change.
     table
         .write([only_country(&sales_batch(1000, 1050), "NL")])
-        .mode(WriteMode::Overwrite)
+        .with_mode(WriteMode::Overwrite)
         .replace_where(col("country").eq(lit("NL")))
         .execute()
         .await
@@ -105,7 +105,7 @@ async fn tables_tarn_writes_read_the_same_through_deltalake() {
     );
     table
         .write([wider])
-        .schema_mode(SchemaMode::AddColumns)
+        .with_schema_mode(SchemaMode::AddColumns)
         .execute()
         .await
         .unwrap();
@@ -175,7 +175,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
     }
     let deleted = table
         .delete(col("amount").lt(lit(30.0)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -186,7 +186,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
         .update()
         .filter(col("id").gt(lit(120)))
         .set("amount", col("amount") * lit(2.0) + lit(1.0))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -209,7 +209,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
     }
     let outcome = table
         .delete(col("id").eq(lit(7)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -226,12 +226,12 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
     // Then in files: every DV of this change goes to one `.bin` file, and the file that
     // already had an inline DV gets the union.
     let _ = table
-        .set_properties([(tarn::properties::DV_INLINE_THRESHOLD, "0")])
+        .set_properties([(tarn::protocol::properties::DV_INLINE_THRESHOLD, "0")])
         .await
         .unwrap();
     let outcome = table
         .delete(col("id").lt(lit(5)).or(col("id").gt(lit(250))))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -258,7 +258,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
         .update()
         .filter(col("id").gt(lit(100)).and(col("id").lt(lit(110))))
         .set("customer", lit("updated"))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -269,7 +269,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
         .when_matched_update(None, [("amount", source_col("amount") * lit(-1.0))])
         .when_not_matched_insert_all(Some(source_col("id").lt(lit(310))))
         .when_not_matched_by_source_delete(Some(target_col("id").lt(lit(20))))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -280,7 +280,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
     assert!(mor.join("_delta_log/_last_checkpoint").exists());
     table
         .delete(col("id").eq(lit(150)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -290,7 +290,7 @@ async fn tables_tarn_changed_read_the_same_through_deltalake() {
     // Optimize purges the DVs: files rewritten without the deleted rows.
     let optimized = table
         .optimize()
-        .deletion_vector_threshold(0.0)
+        .with_deletion_vector_threshold(0.0)
         .execute()
         .await
         .unwrap();
@@ -426,14 +426,14 @@ async fn indexed_tables_read_the_same_through_deltalake() {
     table.create_index("id").execute().await.unwrap();
     table
         .create_index("customer")
-        .kind(IndexKind::Bitmap)
+        .with_kind(IndexKind::Bitmap)
         .execute()
         .await
         .unwrap();
     table
         .create_index("customer")
-        .name("customer_text")
-        .kind(IndexKind::FullText)
+        .with_name("customer_text")
+        .with_kind(IndexKind::FullText)
         .execute()
         .await
         .unwrap();
@@ -502,7 +502,7 @@ async fn deletion_vectors_united_in_one_grouped_commit_read_the_same_through_del
 async fn deletion_vectors_in_files_united_in_one_grouped_commit_read_the_same_through_deltalake() {
     assert_united_grouped_deletes(
         "grouped_united_dv_files",
-        &[(tarn::properties::DV_INLINE_THRESHOLD, "0")],
+        &[(tarn::protocol::properties::DV_INLINE_THRESHOLD, "0")],
         col("id").gt_eq(lit(50i64)).and(col("id").lt(lit(60i64))),
         |id| id < 3 || (50..60).contains(&id),
         "u",
@@ -563,7 +563,7 @@ async fn deletion_vectors_in_files_carried_in_a_grouped_commit_read_the_same_thr
     let _ = table
         .set_properties([
             ("delta.enableDeletionVectors", "true"),
-            (tarn::properties::DV_INLINE_THRESHOLD, "0"),
+            (tarn::protocol::properties::DV_INLINE_THRESHOLD, "0"),
         ])
         .await
         .unwrap();

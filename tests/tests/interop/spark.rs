@@ -13,7 +13,7 @@ use std::time::Duration;
 use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, TimestampMicrosecondType};
 use futures::future::BoxFuture;
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
 use tarn::{CommitOutcome, SchemaMode, Table, WriteMode};
@@ -73,7 +73,7 @@ async fn tables_tarn_writes_read_the_same_in_spark() {
             &sales_batch(500, 540),
             "../x y=z%/:#",
         )])
-        .mode(WriteMode::Overwrite)
+        .with_mode(WriteMode::Overwrite)
         .replace_where(col("country").eq(lit("../x y=z%/:#")))
         .execute()
         .await
@@ -109,7 +109,7 @@ async fn tables_tarn_writes_read_the_same_in_spark() {
     );
     table
         .write([wider])
-        .schema_mode(SchemaMode::AddColumns)
+        .with_schema_mode(SchemaMode::AddColumns)
         .execute()
         .await
         .unwrap();
@@ -145,7 +145,7 @@ async fn tables_tarn_changes_read_the_same_in_spark() {
             .with_arrow_schema(&sales_schema())
             .with_partition_columns(["country"])
             .with_property("delta.enableDeletionVectors", "true")
-            .with_property(tarn::properties::DV_INLINE_THRESHOLD, inline)
+            .with_property(tarn::protocol::properties::DV_INLINE_THRESHOLD, inline)
             .execute()
             .await
             .unwrap();
@@ -153,7 +153,7 @@ async fn tables_tarn_changes_read_the_same_in_spark() {
         table.append([sales_batch(200, 300)]).await.unwrap();
         table
             .delete(col("customer").eq(lit("customer-3")))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();
@@ -161,14 +161,14 @@ async fn tables_tarn_changes_read_the_same_in_spark() {
             .update()
             .filter(col("id").lt(lit(50i64)))
             .set("amount", col("amount") * lit(2.0))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();
         // A second delete on files that already have a deletion vector unions them.
         table
             .delete(col("id").gt_eq(lit(280i64)))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();
@@ -178,7 +178,7 @@ async fn tables_tarn_changes_read_the_same_in_spark() {
             .on(["id"])
             .when_matched_update(None, [("amount", source_col("amount") + lit(1.0))])
             .when_not_matched_insert_all(None)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap();
@@ -198,8 +198,8 @@ async fn tables_tarn_changes_read_the_same_in_spark() {
             .clone()
             .with_clock(Arc::new(tomorrow))
             .vacuum()
-            .retention(Duration::ZERO)
-            .enforce_retention(false)
+            .with_retention(Duration::ZERO)
+            .with_enforce_retention(false)
             .execute()
             .await
             .unwrap();
@@ -224,7 +224,11 @@ async fn spark_time_travels_to_tarn_versions_by_timestamp() {
             .await
             .unwrap();
     }
-    for (version, millis) in table.versions().await.unwrap() {
+    for tarn::VersionInfo {
+        version,
+        timestamp_ms: millis,
+    } in table.versions().await.unwrap()
+    {
         let at = chrono::DateTime::from_timestamp_millis(millis)
             .unwrap()
             .format("%Y-%m-%d %H:%M:%S%.3f")
@@ -379,7 +383,7 @@ async fn int96_timestamps_spark_writes_read_exactly_across_their_range() {
     // A copy-on-write rewrite of the INT96 files keeps every value; Spark agrees.
     table
         .delete(col("id").eq(lit(3i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -481,15 +485,15 @@ async fn spark_reads_and_writes_indexed_tables() {
     table.create_index("customer").execute().await.unwrap();
     table
         .create_index("id")
-        .kind(IndexKind::Bitmap)
-        .mode(IndexMode::Deferred)
+        .with_kind(IndexKind::Bitmap)
+        .with_mode(IndexMode::Deferred)
         .execute()
         .await
         .unwrap();
     table.append([sales_batch(120, 200)]).await.unwrap();
     table
         .delete(col("customer").eq(lit("customer-4")))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -519,7 +523,7 @@ async fn spark_reads_and_writes_indexed_tables() {
         let without = table
             .scan()
             .filter(predicate)
-            .use_indices(false)
+            .with_indices(false)
             .collect()
             .await
             .unwrap();
@@ -667,7 +671,7 @@ async fn spark_reads_commits_carrying_other_writers() {
                 t.update()
                     .filter(col("id").lt(lit(40)))
                     .set("amount", col("amount") + lit(1.0))
-                    .strategy(ChangeStrategy::CopyOnWrite)
+                    .with_strategy(ChangeStrategy::CopyOnWrite)
                     .execute()
                     .await
                     .map(|o| o.commit)

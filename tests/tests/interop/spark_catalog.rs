@@ -20,11 +20,11 @@ use tarn_tests::spark_checks::{assert_same_in_spark, assert_same_in_spark_at};
 async fn mutate(catalog: &Catalog) {
     let none = ObjectMetadata::default;
     catalog
-        .create_namespace(&id("sales"), none(), false)
+        .create_namespace(&id("sales"), none(), tarn_catalog::IfExists::Fail)
         .await
         .unwrap();
     catalog
-        .create_namespace(&id("sales$eu"), none(), false)
+        .create_namespace(&id("sales$eu"), none(), tarn_catalog::IfExists::Fail)
         .await
         .unwrap();
     for n in 0..9 {
@@ -53,8 +53,14 @@ async fn mutate(catalog: &Catalog) {
         .rename_table(&id("sales$t1"), &id("sales$eu$t1"))
         .await
         .unwrap();
-    catalog.drop_table(&id("sales$t2"), true).await.unwrap();
-    catalog.drop_namespace(&id("sales$eu"), true).await.unwrap();
+    catalog
+        .drop_table(&id("sales$t2"), tarn_catalog::DropData::Purge)
+        .await
+        .unwrap();
+    catalog
+        .drop_namespace(&id("sales$eu"), tarn_catalog::DropBehavior::Cascade)
+        .await
+        .unwrap();
 }
 
 async fn manifest_reads_in_spark(root: &Path, layout: Layout) {
@@ -85,7 +91,7 @@ async fn manifest_reads_in_spark(root: &Path, layout: Layout) {
         .map(|r| r["object_id"].as_str().unwrap().to_string())
         .collect();
     let listed: BTreeSet<String> = catalog
-        .list_by_type("table")
+        .list_by_type(tarn_catalog::ObjectType::Table)
         .await
         .unwrap()
         .iter()
@@ -95,7 +101,10 @@ async fn manifest_reads_in_spark(root: &Path, layout: Layout) {
     assert!(listed.contains("sales$t0") && !listed.contains("sales$t2"));
 
     // A table the catalog created reads in Spark at its location.
-    let info = catalog.describe_table(&id("sales$t0"), true).await.unwrap();
+    let info = catalog
+        .describe_table(&id("sales$t0"), tarn_catalog::Detail::WithVersion)
+        .await
+        .unwrap();
     let location = root.join(&info.location);
     assert_same_in_spark_at(spark, &location, 1, &what).await;
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{col, lit, source_col};
 use tarn::{SchemaMode, Table};
 use tarn_tests::fixtures::{
@@ -81,7 +81,7 @@ async fn tables_spark_maps_take_tarn_writes_around_renames_and_drops() {
         table.append([named_rows(100..150, "t")]).await.unwrap();
         table
             .delete(col("id").lt(lit(20i64)))
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await
             .unwrap();
@@ -89,7 +89,7 @@ async fn tables_spark_maps_take_tarn_writes_around_renames_and_drops() {
             .update()
             .filter(col("p").eq(lit("1")))
             .set("name", lit("updated"))
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .unwrap();
@@ -98,7 +98,7 @@ async fn tables_spark_maps_take_tarn_writes_around_renames_and_drops() {
             .on(["id"])
             .when_matched_update(None, [("name", source_col("name"))])
             .when_not_matched_insert_all(None)
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .unwrap();
@@ -109,7 +109,7 @@ async fn tables_spark_maps_take_tarn_writes_around_renames_and_drops() {
         );
         table
             .write([extra])
-            .schema_mode(SchemaMode::AddColumns)
+            .with_schema_mode(SchemaMode::AddColumns)
             .execute()
             .await
             .unwrap();
@@ -179,7 +179,7 @@ async fn tables_tarn_maps_read_in_spark_and_take_its_renames() {
         table.append([sales_batch(0, 200)]).await.unwrap();
         table
             .delete(col("customer").eq(lit("customer-2")))
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .unwrap();
@@ -202,7 +202,7 @@ async fn tables_tarn_maps_read_in_spark_and_take_its_renames() {
             .update()
             .filter(col("client").eq(lit("customer-1")))
             .set("amount", lit(0.5))
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await
             .unwrap();
@@ -292,7 +292,7 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
         for strategy in [ChangeStrategy::CopyOnWrite, ChangeStrategy::MergeOnRead] {
             let deleted = table
                 .delete(col("id").eq(lit(1i64)))
-                .strategy(strategy)
+                .with_strategy(strategy)
                 .execute()
                 .await;
             refused(deleted.unwrap_err());
@@ -300,7 +300,7 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
         let updated = table
             .update()
             .set("v", lit("tarn"))
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await;
         refused(updated.unwrap_err());
@@ -308,7 +308,7 @@ async fn writes_that_would_break_a_feature_are_refused_and_commit_nothing() {
             .merge([id_rows(1..3, "v")])
             .on(["id"])
             .when_matched_delete(None)
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await;
         refused(merged.unwrap_err());
@@ -365,7 +365,7 @@ async fn in_commit_timestamps_work_both_ways_with_spark() {
     clock.advance(3_600_000);
     table
         .delete(col("id").eq(lit(12i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -512,7 +512,7 @@ async fn tables_spark_widened_read_with_the_wide_types_and_take_writes() {
     table.append([batch]).await.unwrap();
     table
         .delete(col("id").eq(lit(2i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -520,7 +520,7 @@ async fn tables_spark_widened_read_with_the_wide_types_and_take_writes() {
         .update()
         .filter(col("id").eq(lit(1i64)))
         .set("f", lit(9.75f64))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -554,14 +554,14 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
     let before = (table.version(), log_files(&dir));
     let refused = |what: &str, err: tarn::Error| {
         assert!(
-            matches!(&err, tarn::Error::InvalidArgument { reason, .. } if reason.contains("append-only")),
+            matches!(&err, tarn::Error::AppendOnly { operation, .. } if !operation.is_empty()),
             "{what}: {err}"
         );
     };
     for strategy in [ChangeStrategy::CopyOnWrite, ChangeStrategy::MergeOnRead] {
         let err = table
             .delete(col("id").eq(lit(1i64)))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();
@@ -569,7 +569,7 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
         let err = table
             .update()
             .set("v", lit("tarn"))
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();
@@ -579,7 +579,7 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
             .on(["id"])
             .when_matched_delete(None)
             .when_not_matched_insert_all(None)
-            .strategy(strategy)
+            .with_strategy(strategy)
             .execute()
             .await
             .unwrap_err();
@@ -587,11 +587,14 @@ async fn append_only_tables_take_appends_and_refuse_every_removal() {
     }
     let err = table
         .write([id_rows(20..21, "v")])
-        .mode(tarn::WriteMode::Overwrite)
+        .with_mode(tarn::WriteMode::Overwrite)
         .execute()
         .await
         .unwrap_err();
-    assert!(matches!(err, tarn::Error::InvalidArgument { .. }), "{err}");
+    assert!(
+        matches!(&err, tarn::Error::AppendOnly { operation, .. } if operation == "overwrite"),
+        "{err}"
+    );
     // A hand-made transaction that removes a file is refused at commit.
     let mut txn = table.transaction();
     let add = table.snapshot().files().next().unwrap().clone();
@@ -880,7 +883,7 @@ async fn clustered_tables_take_tarn_writes_and_stay_clustered() {
     table.append([id_rows(100..120, "t")]).await.unwrap();
     table
         .delete(col("id").lt(lit(5i64)))
-        .strategy(ChangeStrategy::CopyOnWrite)
+        .with_strategy(ChangeStrategy::CopyOnWrite)
         .execute()
         .await
         .unwrap();
@@ -1123,7 +1126,7 @@ async fn change_feeds_tarn_writes_read_the_same_in_spark() {
         table.append([rows(0..20, "t")]).await.unwrap();
         table
             .delete(col("id").lt(lit(3i64)))
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await
             .unwrap();
@@ -1131,7 +1134,7 @@ async fn change_feeds_tarn_writes_read_the_same_in_spark() {
             .update()
             .filter(col("id").gt_eq(lit(5i64)).and(col("id").lt(lit(8i64))))
             .set(value, lit("updated"))
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .unwrap();
@@ -1140,13 +1143,13 @@ async fn change_feeds_tarn_writes_read_the_same_in_spark() {
             .on(["id"])
             .when_matched_update(None, [(value, source_col(value))])
             .when_not_matched_insert_all(None)
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await
             .unwrap();
         table
             .delete(col("id").eq(lit(10i64)))
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .unwrap();
@@ -1155,7 +1158,7 @@ async fn change_feeds_tarn_writes_read_the_same_in_spark() {
             .on(["id"])
             .when_matched_delete(None)
             .when_not_matched_insert_all(None)
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .unwrap();

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
+use tarn::ChangeStrategy;
 use tarn::Table;
-use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField, StructType};
 use tarn_tests::spark::spark;
@@ -195,7 +195,7 @@ async fn tarn_changes(table: &mut Table, name: &str, merged: std::ops::Range<i64
         let builder = table.delete(col("id").eq(lit(id)));
         let builder = match (strategy, dvs) {
             (ChangeStrategy::MergeOnRead, false) => builder,
-            _ => builder.strategy(strategy),
+            _ => builder.with_strategy(strategy),
         };
         step("delete", builder.execute().await.map(|_| ()));
     }

@@ -14,8 +14,8 @@ use arrow::array::StructArray;
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
 use parquet_variant_compute::{VariantArray, json_to_variant, variant_to_json};
+use tarn::ChangeStrategy;
 use tarn::Table;
-use tarn::dml::ChangeStrategy;
 use tarn::expr::{col, lit};
 use tarn_tests::spark::{delta_table, spark};
 use tarn_tests::spark_checks::spark_sql;
@@ -163,7 +163,7 @@ async fn spark_variants_read_in_tarn_and_take_tarn_writes() {
     for id in [2i64, 11] {
         table
             .delete(col("id").eq(lit(id)))
-            .strategy(ChangeStrategy::CopyOnWrite)
+            .with_strategy(ChangeStrategy::CopyOnWrite)
             .execute()
             .await
             .unwrap();

@@ -212,7 +212,7 @@ async fn step(case: &mut Case, op: &Op) {
         Op::Delete(p, strategy) => {
             let mut builder = t.delete(p.expr());
             if let Some(s) = strategy {
-                builder = builder.strategy(*s);
+                builder = builder.with_strategy(*s);
             }
             let outcome = builder.execute().await.unwrap();
             let before = model.len();
@@ -230,10 +230,10 @@ async fn step(case: &mut Case, op: &Op) {
                 Assign::Text(k) => builder.set("s", lit(format!("u{k}"))),
                 Assign::Move(part) => builder
                     .set("part", lit(PARTS[*part as usize]))
-                    .allow_partition_moves(true),
+                    .with_partition_moves(true),
             };
             if let Some(s) = strategy {
-                builder = builder.strategy(*s);
+                builder = builder.with_strategy(*s);
             }
             let outcome = builder.execute().await.unwrap();
             let mut updated = 0;
@@ -280,7 +280,7 @@ async fn step(case: &mut Case, op: &Op) {
                 ));
             }
             if let Some(s) = strategy {
-                builder = builder.strategy(*s);
+                builder = builder.with_strategy(*s);
             }
             let outcome = builder.execute().await.unwrap();
             let (mut deleted, mut updated, mut inserted) = (0, 0, 0);
@@ -321,7 +321,7 @@ async fn step(case: &mut Case, op: &Op) {
         Op::Optimize(purge_all) => {
             let mut builder = t.optimize();
             if *purge_all {
-                builder = builder.deletion_vector_threshold(0.0);
+                builder = builder.with_deletion_vector_threshold(0.0);
             }
             let outcome = builder.execute().await.unwrap();
             if *purge_all {
@@ -357,9 +357,9 @@ async fn run(ops: Vec<Op>, on_disk: bool, default: ChangeStrategy, inline: bool)
         .with_arrow_schema(&schema())
         .with_partition_columns(["part"])
         .with_property("delta.enableDeletionVectors", "true")
-        .with_property(tarn::properties::DML_STRATEGY, default_name)
+        .with_property(tarn::protocol::properties::DML_STRATEGY, default_name)
         .with_property(
-            tarn::properties::DV_INLINE_THRESHOLD,
+            tarn::protocol::properties::DV_INLINE_THRESHOLD,
             if inline { "64" } else { "0" },
         )
         .with_property("delta.checkpointInterval", "1000")
@@ -376,7 +376,7 @@ async fn run(ops: Vec<Op>, on_disk: bool, default: ChangeStrategy, inline: bool)
         step(&mut case, op).await;
         let ours = rows_of(case.table.snapshot()).await;
         assert_eq!(ours, case.model, "after step {i} {op:?}");
-        let fresh = Table::open_location(case.location.clone()).await.unwrap();
+        let fresh = Table::open_at(case.location.clone()).await.unwrap();
         assert_eq!(fresh.version(), case.table.version());
         assert_eq!(
             rows_of(fresh.snapshot()).await,

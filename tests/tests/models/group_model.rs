@@ -159,11 +159,11 @@ async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
         // Half the histories keep their deletion vectors in files: a committer that
         // unites those writes a DV file of its own before its commit.
         .with_property(
-            tarn::properties::DV_INLINE_THRESHOLD,
+            tarn::protocol::properties::DV_INLINE_THRESHOLD,
             if seed.is_multiple_of(2) {
                 0
             } else {
-                tarn::properties::DEFAULT_DV_INLINE_THRESHOLD
+                tarn::protocol::properties::DEFAULT_DV_INLINE_THRESHOLD
             }
             .to_string(),
         )
@@ -183,7 +183,7 @@ async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
         let faults = faulty.control();
         let location = StoreLocation::new(url.clone(), Arc::new(faulty), root.clone());
         writers.push(Writer {
-            table: Table::open_location(location)
+            table: Table::open_at(location)
                 .await
                 .unwrap()
                 .with_isolation(IsolationLevel::Serializable)
@@ -230,7 +230,7 @@ async fn execute(
         Op::Append { .. } => table.append([batch(rows)]).await.map(|o| o.commit),
         Op::OverwritePartition { part, .. } => table
             .write([batch(rows)])
-            .mode(WriteMode::Overwrite)
+            .with_mode(WriteMode::Overwrite)
             .replace_where(col("part").eq(lit(PARTS[*part as usize])))
             .execute()
             .await
@@ -245,7 +245,7 @@ async fn execute(
                     .gt_eq(lit(*from))
                     .and(col("id").lt(lit(from + len))),
             )
-            .strategy(ChangeStrategy::MergeOnRead)
+            .with_strategy(ChangeStrategy::MergeOnRead)
             .execute()
             .await
             .map(|o| o.commit),
@@ -310,7 +310,7 @@ async fn play(
         if matches!(told, Told::Unknown) {
             // A writer that could not learn its outcome stops; a new one takes its place.
             let location = h.writers[w].table.snapshot().location().clone();
-            h.writers[w].table = Table::open_location(location)
+            h.writers[w].table = Table::open_at(location)
                 .await
                 .unwrap()
                 .with_isolation(IsolationLevel::Serializable)

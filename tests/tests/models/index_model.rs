@@ -15,7 +15,7 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
-use tarn::dml::ChangeStrategy;
+use tarn::ChangeStrategy;
 use tarn::expr::{Expr, col, lit, source_col, text_match};
 use tarn::{IndexKind, IndexMode, StoreLocation, Table};
 use tarn_tests::rows::canonical_rows;
@@ -136,14 +136,14 @@ async fn check(table: &Table, location: &StoreLocation, step: usize) {
         .unwrap()
         .iter()
         .any(|i| i.definition.kind == IndexKind::FullText);
-    let fresh = Table::open_location(location.clone()).await.unwrap();
+    let fresh = Table::open_at(location.clone()).await.unwrap();
     for handle in [table, &fresh] {
         for q in queries(with_text) {
             let with = handle.scan().filter(q.clone()).collect().await.unwrap();
             let without = handle
                 .scan()
                 .filter(q.clone())
-                .use_indices(false)
+                .with_indices(false)
                 .collect()
                 .await
                 .unwrap();
@@ -165,7 +165,7 @@ async fn apply(table: &mut Table, op: &Op, next_id: &mut i64) {
         Op::DeleteK(k, s) => {
             let mut d = table.delete(col("k").eq(lit(*k)));
             if let Some(s) = s {
-                d = d.strategy(*s);
+                d = d.with_strategy(*s);
             }
             d.execute().await.unwrap();
         }
@@ -176,7 +176,7 @@ async fn apply(table: &mut Table, op: &Op, next_id: &mut i64) {
             };
             let mut d = table.delete(predicate.and(col("id").lt(lit(*next_id / 2))));
             if let Some(s) = s {
-                d = d.strategy(*s);
+                d = d.with_strategy(*s);
             }
             d.execute().await.unwrap();
         }
@@ -187,7 +187,7 @@ async fn apply(table: &mut Table, op: &Op, next_id: &mut i64) {
                 .set("k", lit(*to))
                 .set("tag", lit("c"));
             if let Some(s) = s {
-                u = u.strategy(*s);
+                u = u.with_strategy(*s);
             }
             u.execute().await.unwrap();
         }
@@ -199,7 +199,7 @@ async fn apply(table: &mut Table, op: &Op, next_id: &mut i64) {
                 .when_matched_update(None, [("k", source_col("k")), ("text", source_col("text"))])
                 .when_not_matched_insert_all(None);
             if let Some(s) = s {
-                m = m.strategy(*s);
+                m = m.with_strategy(*s);
             }
             m.execute().await.unwrap();
             *next_id = (*next_id).max(start + n);
@@ -207,7 +207,7 @@ async fn apply(table: &mut Table, op: &Op, next_id: &mut i64) {
         Op::Optimize => {
             table
                 .optimize()
-                .target_size(1 << 20)
+                .with_target_file_size(1 << 20)
                 .execute()
                 .await
                 .unwrap();
@@ -227,9 +227,9 @@ async fn apply(table: &mut Table, op: &Op, next_id: &mut i64) {
                 };
                 table
                     .create_index(column)
-                    .kind(kind)
-                    .mode(mode)
-                    .options(tarn::IndexOptions {
+                    .with_kind(kind)
+                    .with_mode(mode)
+                    .with_options(tarn::IndexOptions {
                         page_rows: Some(7),
                         full_text: None,
                     })

@@ -155,7 +155,7 @@ async fn step(h: &mut Harness, model: &mut Model, op: &Op, injection: &Option<In
             let result = h
                 .writer
                 .write([batch(&rows)])
-                .mode(WriteMode::Overwrite)
+                .with_mode(WriteMode::Overwrite)
                 .replace_where(col("part").eq(lit(name)))
                 .execute()
                 .await;
@@ -177,8 +177,8 @@ async fn step(h: &mut Harness, model: &mut Model, op: &Op, injection: &Option<In
             let vacuum = h
                 .writer
                 .vacuum()
-                .retention(Duration::ZERO)
-                .enforce_retention(false)
+                .with_retention(Duration::ZERO)
+                .with_enforce_retention(false)
                 .execute()
                 .await;
             if vacuum.is_ok() {

@@ -54,7 +54,7 @@ async fn a_table_on_minio_reads_the_same_rows_and_warm_reads_fetch_no_data() {
     }
     table
         .delete(col("id").lt(lit(300i64)))
-        .strategy(ChangeStrategy::MergeOnRead)
+        .with_strategy(ChangeStrategy::MergeOnRead)
         .execute()
         .await
         .unwrap();
@@ -72,7 +72,7 @@ async fn a_table_on_minio_reads_the_same_rows_and_warm_reads_fetch_no_data() {
     let cache = open(Arc::clone(&inner));
     let cached_location = location.clone().with_store(Arc::clone(&cache) as _);
 
-    let cold = Table::open_location(cached_location.clone()).await.unwrap();
+    let cold = Table::open_at(cached_location.clone()).await.unwrap();
     assert_eq!(
         canonical_rows(&cold.scan().collect().await.unwrap()),
         expected
@@ -87,7 +87,7 @@ async fn a_table_on_minio_reads_the_same_rows_and_warm_reads_fetch_no_data() {
     // Warm, in this store and in a new one on the same directory (another process): the
     // rows again, with no block fetched; only the log's JSON and, for the new store, one
     // HEAD of the checkpoint go to MinIO.
-    let warm = Table::open_location(cached_location).await.unwrap();
+    let warm = Table::open_at(cached_location).await.unwrap();
     assert_eq!(
         canonical_rows(&warm.scan().collect().await.unwrap()),
         expected
@@ -97,7 +97,7 @@ async fn a_table_on_minio_reads_the_same_rows_and_warm_reads_fetch_no_data() {
     assert_eq!(counts.heads, 0, "{counts}");
 
     let next = open(Arc::clone(&inner));
-    let other = Table::open_location(location.clone().with_store(Arc::clone(&next) as _))
+    let other = Table::open_at(location.clone().with_store(Arc::clone(&next) as _))
         .await
         .unwrap();
     assert_eq!(
@@ -229,11 +229,7 @@ async fn readers_in_several_processes_share_one_evicting_cache_directory() {
                 cache_dir.path().display()
             );
             tokio::process::Command::new(&exe)
-                .args([
-                    "--exact",
-                    "readers_in_several_processes_share_one_evicting_cache_directory",
-                    "--nocapture",
-                ])
+                .args(["--exact", &own_test_name(), "--nocapture"])
                 .env(CHILD_ENV, value)
                 .output()
         })
@@ -251,5 +247,17 @@ async fn readers_in_several_processes_share_one_evicting_cache_directory() {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+}
+
+/// This test's name as the test binary knows it (its module path past the crate, then
+/// the function), so a child process runs it alone.
+fn own_test_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let name = "readers_in_several_processes_share_one_evicting_cache_directory";
+    if module.is_empty() {
+        name.to_string()
+    } else {
+        format!("{module}::{name}")
     }
 }

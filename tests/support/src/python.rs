@@ -1,0 +1,95 @@
+//! Python virtual environments for the peers: `deltalake` (delta-rs) for the
+//! interoperability tests and the bench's side-by-side, and any other set of packages.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The `deltalake` release the tests check against.
+pub const DELTALAKE_VERSION: &str = "1.6.6";
+
+static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// The Python interpreter of a virtual environment holding `deltalake` and `pyarrow`,
+/// created in the cache folder on first use. Panics with instructions when Python 3 is
+/// missing.
+pub fn python() -> &'static Path {
+    match PYTHON.get_or_init(install) {
+        Ok(p) => p,
+        Err(e) => panic!(
+            "{e}\nThe interoperability tests need Python 3 with venv and pip, and access to PyPI \
+             (they install deltalake=={DELTALAKE_VERSION} and pyarrow into {}).",
+            crate::cache_dir().display()
+        ),
+    }
+}
+
+fn install() -> Result<PathBuf, String> {
+    let dir = crate::cache_dir().join(format!("venv-deltalake-{DELTALAKE_VERSION}"));
+    venv(
+        &dir,
+        &[
+            format!("deltalake=={DELTALAKE_VERSION}"),
+            "pyarrow".to_string(),
+        ],
+    )
+}
+
+/// The interpreter of a virtual environment at `dir` holding `packages` (pip
+/// requirement strings), created on first use: the environment is ready once a marker
+/// listing the packages is written, so an interrupted install starts over.
+pub fn venv(dir: &Path, packages: &[String]) -> Result<PathBuf, String> {
+    let python = dir.join("bin").join("python");
+    let ready = dir.join(".tarn-ready");
+    let wanted = packages.join(" ");
+    let lock = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "venv".into());
+    crate::with_install_lock(&lock, || {
+        if python.exists() && std::fs::read_to_string(&ready).is_ok_and(|r| r == wanted) {
+            return Ok(python.clone());
+        }
+        let system = ["python3", "python"]
+            .into_iter()
+            .find(|p| {
+                Command::new(p)
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .ok_or_else(|| "no python3 on PATH".to_string())?;
+        eprintln!(
+            "creating a Python environment with {wanted} in {}",
+            dir.display()
+        );
+        let _ = std::fs::remove_dir_all(dir);
+        run(Command::new(system).args(["-m", "venv"]).arg(dir))?;
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages))?;
+        std::fs::write(&ready, &wanted).map_err(|e| e.to_string())?;
+        Ok(python.clone())
+    })
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{command:?} failed: {}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
