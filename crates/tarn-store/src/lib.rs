@@ -33,6 +33,7 @@ mod hedge;
 mod latency;
 mod location;
 mod random;
+mod redact;
 
 pub mod conformance;
 
@@ -45,6 +46,7 @@ pub use hedge::{HedgePolicy, HedgedStore};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
 pub use location::{StoreLocation, StoreOptions, open, open_with_options};
 pub use random::SplitMix64;
+pub use redact::{REDACTED, is_secret_option, redact_url};
 
 /// Re-export of the `object_store` crate this crate is built on, so users name one version.
 pub use object_store;

@@ -14,6 +14,7 @@ use url::Url;
 
 use crate::error::{Error, Result};
 use crate::hedge::{HedgePolicy, HedgedStore};
+use crate::redact::{REDACTED, is_secret_option, redact_url};
 
 /// Options for opening a store, on top of what the environment (`AWS_*`) provides.
 ///
@@ -21,9 +22,28 @@ use crate::hedge::{HedgePolicy, HedgedStore};
 /// `secret_access_key`, `session_token`, `allow_http`, `s3_express`, and their `aws_` forms);
 /// an option given here wins over the environment. Options are ignored for memory and local
 /// stores, which have none.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Its `Debug` prints every key, and the values of secrets (keys, tokens, passwords) as
+/// `***`.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct StoreOptions {
     values: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = self.values.iter().map(|(key, value)| {
+            let value = if is_secret_option(key) {
+                REDACTED.to_string()
+            } else {
+                redact_url(value)
+            };
+            (key, value)
+        });
+        f.debug_struct("StoreOptions")
+            .field("values", &shown.collect::<BTreeMap<_, _>>())
+            .finish()
+    }
 }
 
 impl StoreOptions {
@@ -79,17 +99,34 @@ impl StoreOptions {
 /// The store is rooted at the file system root, the bucket, or the memory store, so paths
 /// outside the table root (absolute paths some Delta writers record) resolve in the same
 /// store when they share its scheme and authority.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` names the store by its `Display` (`AmazonS3(bucket)`), never by the store's
+/// own `Debug`, which may hold its configuration.
+#[derive(Clone)]
 pub struct StoreLocation {
     url: Url,
     store: Arc<dyn ObjectStore>,
     root: Path,
 }
 
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreLocation")
+            .field("url", &self.url.as_str())
+            .field("store", &self.store.to_string())
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
 impl StoreLocation {
     /// A location from parts, for stores built by hand (wrapped, or configured in ways
-    /// [`open`] does not cover). `url` is used for messages and to resolve absolute paths.
-    pub fn new(url: Url, store: Arc<dyn ObjectStore>, root: Path) -> Self {
+    /// [`open`] does not cover). `url` is used for messages and to resolve absolute paths,
+    /// so it is kept without user information or query (where credentials can hide).
+    pub fn new(mut url: Url, store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        let _ = url.set_password(None);
+        let _ = url.set_username("");
+        url.set_query(None);
         Self { url, store, root }
     }
 
@@ -176,7 +213,7 @@ fn open_url(raw: &str, url: Url, options: &StoreOptions) -> Result<StoreLocation
         "s3" | "s3a" => open_s3(raw, &url, options),
         other => Err(Error::UnsupportedScheme {
             scheme: other.to_string(),
-            url: raw.to_string(),
+            url: redact_url(raw),
         }),
     }
 }
@@ -257,12 +294,12 @@ fn open_s3(raw: &str, url: &Url, options: &StoreOptions) -> Result<StoreLocation
         };
         let config = AmazonS3ConfigKey::from_str(key).map_err(|_| Error::UnknownOption {
             key: key.to_string(),
-            url: raw.to_string(),
+            url: redact_url(raw),
         })?;
         builder = builder.with_config(config, value);
     }
     let store = builder.build().map_err(|source| Error::Build {
-        url: raw.to_string(),
+        url: redact_url(raw),
         source,
     })?;
     let normalised = format!("s3://{bucket}/{root}");
@@ -301,7 +338,7 @@ fn percent_decode(segment: &str) -> String {
 
 fn invalid(url: &str, reason: &str) -> Error {
     Error::InvalidUrl {
-        url: url.to_string(),
+        url: redact_url(url),
         reason: reason.to_string(),
     }
 }
