@@ -38,17 +38,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The public modules: [`protocol`] (Delta actions, schemas, features and table
-//! properties as plain types), [`clock`] (where timestamps come from), [`expr`]
-//! (predicates and expressions) and [`index`] (index definitions and segments). Everything
-//! else is reached from the crate root, starting at a [`Table`]: its [`Snapshot`], a
-//! [`Scan`], a [`Transaction`], and the operations ([`WriteBuilder`], [`DeleteBuilder`],
-//! [`UpdateBuilder`], [`MergeBuilder`], [`OptimizeBuilder`], [`VacuumBuilder`]).
-//! `docs/architecture.md` maps the modules and their layers.
+//! The public modules: [`protocol`] (Delta actions, schemas, features and table properties
+//! as plain types), [`clock`] (where timestamps come from), [`expr`] (predicates and
+//! expressions). Everything else is reached from the crate root, starting at a [`Table`]:
+//! its [`Snapshot`], a [`Scan`], a [`Transaction`], and the operations ([`WriteBuilder`],
+//! [`DeleteBuilder`], [`UpdateBuilder`], [`MergeBuilder`], [`OptimizeBuilder`],
+//! [`VacuumBuilder`]). `docs/architecture.md` maps the modules and their layers.
 
 pub mod clock;
 pub mod expr;
-pub mod index;
 pub mod protocol;
 
 mod background;
@@ -59,6 +57,7 @@ mod create;
 mod dml;
 mod dv;
 mod error;
+mod index;
 mod indexing;
 #[cfg(test)]
 mod layers;
@@ -81,7 +80,7 @@ pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
 pub use dml::{DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
 pub use error::{ConflictReason, Error, Result};
-pub use index::{IndexKind, IndexMode, IndexOptions, IndexUse};
+pub use index::{IndexDefinition, IndexKind, IndexMode, IndexOptions, IndexSegment, IndexUse};
 pub use indexing::{CreateIndexBuilder, IndexInfo, OptimizeIndicesOutcome};
 pub use log::checkpoint_write::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};

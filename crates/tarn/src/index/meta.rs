@@ -25,14 +25,14 @@ use crate::paths;
 use crate::snapshot::Snapshot;
 
 /// The domain of the index registry.
-pub const REGISTRY_DOMAIN: &str = "tarn.indices";
+pub(crate) const REGISTRY_DOMAIN: &str = "tarn.indices";
 /// The prefix of segment domains: `tarn.index.<name>.<segment id>`.
-pub use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX as SEGMENT_DOMAIN_PREFIX;
+pub(crate) use crate::protocol::names::INDEX_SEGMENT_DOMAIN_PREFIX as SEGMENT_DOMAIN_PREFIX;
 /// The folder (under the table root) index objects live in. Its leading `_` hides it
 /// from Delta readers and from data-file listings.
-pub const INDEX_DIR: &str = "_tarn_index";
+pub(crate) const INDEX_DIR: &str = "_tarn_index";
 /// The index format this build writes, and the newest it reads.
-pub const INDEX_FORMAT: u32 = 1;
+pub(crate) const INDEX_FORMAT: u32 = 1;
 
 /// One index, as the registry records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@
 //! predicate is still evaluated on the rows read.
 
 mod lookup;
-pub mod meta;
+pub(crate) mod meta;
 
 use std::sync::Arc;
 
