@@ -108,7 +108,10 @@ async fn main() -> Result<(), BenchError> {
     let mut reporter = Reporter::new(&profile.name, Some(&cli.json), false)?;
     println!(
         "tarn-bench on {} (profile {}, scale {}, {} runs per measurement)\n",
-        cli.url, profile.name, cli.scale, bench.runs
+        tarn_store::redact_url(&cli.url),
+        profile.name,
+        cli.scale,
+        bench.runs
     );
     let names: Vec<&str> = match cli.command.clone().unwrap_or(Command::All) {
         Command::All => tarn_bench::registry::ALL.to_vec(),

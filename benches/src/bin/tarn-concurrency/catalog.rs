@@ -71,7 +71,11 @@ pub(crate) async fn seed(
         .await
         .is_ok()
     {
-        return Err(format!("a catalog exists at {} already", common.url).into());
+        return Err(format!(
+            "a catalog exists at {} already",
+            tarn_store::redact_url(&common.url)
+        )
+        .into());
     }
     let catalog = Catalog::open_at(
         location.clone(),
