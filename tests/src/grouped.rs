@@ -50,7 +50,7 @@ pub async fn commit_grouped(location: &StoreLocation, first: Write, carried: Wri
     let base = setup.version();
     let gated = FaultStore::new(Arc::clone(location.store()), 0).with_rule(
         FaultRule::new(FaultOp::Put, Fault::Hold)
-            .matching(format!("*_delta_log/{:020}.json", base + 2)),
+            .with_glob(format!("*_delta_log/{:020}.json", base + 2)),
     );
     let gate = gated.control().gate();
     let mut f = Table::open_at(location.clone()).await.unwrap();

@@ -139,21 +139,21 @@ impl FaultRule {
 
     /// Only requests whose path matches this glob (`*` matches anything, `/` included).
     #[must_use]
-    pub fn matching(mut self, glob: impl Into<String>) -> Self {
+    pub fn with_glob(mut self, glob: impl Into<String>) -> Self {
         self.pattern = glob.into();
         self
     }
 
     /// Only this share of matching requests (0 to 1).
     #[must_use]
-    pub fn probability(mut self, probability: f64) -> Self {
+    pub fn with_probability(mut self, probability: f64) -> Self {
         self.probability = probability.clamp(0.0, 1.0);
         self
     }
 
     /// At most this many times.
     #[must_use]
-    pub fn limit(mut self, times: u64) -> Self {
+    pub fn with_limit(mut self, times: u64) -> Self {
         self.limit = Some(times);
         self
     }
@@ -163,7 +163,7 @@ impl FaultRule {
     /// over the requests of this store it matches while injection is on and no earlier
     /// rule has failed them.
     #[must_use]
-    pub fn skip(mut self, requests: u64) -> Self {
+    pub fn with_skip(mut self, requests: u64) -> Self {
         self.skip = requests;
         self
     }
@@ -605,8 +605,8 @@ mod tests {
     async fn a_lost_acknowledgement_leaves_the_object_in_place() {
         let store = FaultStore::new(InMemory::new(), 1).with_rule(
             FaultRule::new(FaultOp::Put, Fault::FailAfter)
-                .matching("*.json")
-                .limit(1),
+                .with_glob("*.json")
+                .with_limit(1),
         );
         let path = Path::from("t/_delta_log/00000000000000000000.json");
         let err = store
@@ -640,9 +640,9 @@ mod tests {
     async fn a_skipping_rule_fails_only_the_requests_after_the_skipped_ones() {
         let store = FaultStore::new(InMemory::new(), 3).with_rule(
             FaultRule::new(FaultOp::Put, Fault::FailBefore)
-                .matching("*.json")
-                .skip(1)
-                .limit(1),
+                .with_glob("*.json")
+                .with_skip(1)
+                .with_limit(1),
         );
         let put = |name: &str| {
             let path = Path::from(format!("t/_delta_log/{name}.json"));
@@ -664,7 +664,7 @@ mod tests {
     async fn failures_before_leave_nothing_and_truncated_reads_are_short() {
         let store = FaultStore::new(InMemory::new(), 2);
         let control = store.control();
-        control.add_rule(FaultRule::new(FaultOp::Put, Fault::ServerError).limit(1));
+        control.add_rule(FaultRule::new(FaultOp::Put, Fault::ServerError).with_limit(1));
         let path = Path::from("a");
         assert!(store.put(&path, "0123456789".into()).await.is_err());
         assert!(matches!(
@@ -672,7 +672,7 @@ mod tests {
             Err(object_store::Error::NotFound { .. })
         ));
         store.put(&path, "0123456789".into()).await.unwrap();
-        control.add_rule(FaultRule::new(FaultOp::Get, Fault::TruncatedGet).limit(1));
+        control.add_rule(FaultRule::new(FaultOp::Get, Fault::TruncatedGet).with_limit(1));
         let short = store.get(&path).await.unwrap().bytes().await;
         assert!(short.map(|b| b.len() < 10).unwrap_or(true));
         control.set_enabled(false);
@@ -687,7 +687,7 @@ mod tests {
     async fn the_same_seed_fails_the_same_requests() {
         let run = |seed| async move {
             let store = FaultStore::new(InMemory::new(), seed)
-                .with_rule(FaultRule::new(FaultOp::Put, Fault::FailBefore).probability(0.3));
+                .with_rule(FaultRule::new(FaultOp::Put, Fault::FailBefore).with_probability(0.3));
             let mut failed = Vec::new();
             for i in 0..40 {
                 if store

@@ -1247,7 +1247,7 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
     let dir = tempfile::tempdir().unwrap();
     let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
     let faulty = FaultStore::new(Arc::clone(location.store()), 3).with_rule(
-        FaultRule::new(FaultOp::Put, Fault::FailBefore).matching("*-orders/_delta_log/*"),
+        FaultRule::new(FaultOp::Put, Fault::FailBefore).with_glob("*-orders/_delta_log/*"),
     );
     let catalog = open(
         &location.clone().with_store(Arc::new(faulty)),

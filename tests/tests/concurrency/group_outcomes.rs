@@ -47,7 +47,7 @@ async fn a_store_error_with_a_proposal_out_is_an_unknown_outcome_and_the_proposa
     // The writer: its PUT of `base + 2` waits at a gate, and its reads can be made to fail.
     let faulty = FaultStore::new(Arc::clone(location.store()), 7).with_rule(
         FaultRule::new(FaultOp::Put, Fault::Hold)
-            .matching(format!("*_delta_log/{:020}.json", base + 2)),
+            .with_glob(format!("*_delta_log/{:020}.json", base + 2)),
     );
     let faults = faulty.control();
     let gate = faults.gate();
@@ -73,7 +73,7 @@ async fn a_store_error_with_a_proposal_out_is_an_unknown_outcome_and_the_proposa
     // DV file to unite with it, and that read fails.
     let _ = delete_id(&mut setup, 2).await.unwrap();
     faults.add_rule(
-        FaultRule::new(FaultOp::Get, Fault::ServerError).matching("*/deletion_vector_*.bin"),
+        FaultRule::new(FaultOp::Get, Fault::ServerError).with_glob("*/deletion_vector_*.bin"),
     );
     gate.open();
     let told = held.await.unwrap();

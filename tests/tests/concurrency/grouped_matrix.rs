@@ -32,7 +32,7 @@ async fn grouped_cell(
     let location = tarn_store::open_with_options(&url, &options).unwrap();
     let gated = FaultStore::new(Arc::clone(location.store()), 0).with_rule(
         FaultRule::new(FaultOp::Put, Fault::Hold)
-            .matching(format!("*_delta_log/{:020}.json", base + 2)),
+            .with_glob(format!("*_delta_log/{:020}.json", base + 2)),
     );
     let gate = gated.control().gate();
     let mut f = Table::open_at(location.clone())

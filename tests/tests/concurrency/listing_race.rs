@@ -20,7 +20,7 @@ async fn a_listing_that_missed_an_earlier_commit_still_opens_and_refreshes_to_th
     let location = table.snapshot().location().clone();
     let hidden = format!("_delta_log/{:020}.json", first + 1);
     let hiding = FaultStore::new(Arc::clone(location.store()), 0).with_rule(
-        FaultRule::new(FaultOp::List, Fault::HideFromList).matching(format!("*{hidden}")),
+        FaultRule::new(FaultOp::List, Fault::HideFromList).with_glob(format!("*{hidden}")),
     );
     let raced = location.clone().with_store(Arc::new(hiding));
     let mut stale = Table::open_at(raced.clone()).await.unwrap();

@@ -71,16 +71,16 @@ async fn lost_acknowledgement(location: StoreLocation) {
     // The commit PUT lands, then the caller sees an error.
     control.add_rule(
         FaultRule::new(FaultOp::Put, Fault::FailAfter)
-            .matching("*/_delta_log/*.json")
-            .limit(1),
+            .with_glob("*/_delta_log/*.json")
+            .with_limit(1),
     );
     let outcome = table.append([sales_batch(0, 10)]).await.unwrap();
     assert_eq!((outcome.commit.version, outcome.commit.attempts), (1, 1));
     // The commit PUT fails before landing: the same version is tried again.
     control.add_rule(
         FaultRule::new(FaultOp::Put, Fault::ServerError)
-            .matching("*/_delta_log/*.json")
-            .limit(1),
+            .with_glob("*/_delta_log/*.json")
+            .with_limit(1),
     );
     let outcome = table.append([sales_batch(10, 20)]).await.unwrap();
     assert_eq!(outcome.commit.version, 2);
@@ -111,11 +111,11 @@ async fn unknown_outcome(location: StoreLocation) {
     let mut table = Table::open_at(faulty_location).await.unwrap();
     control.add_rule(
         FaultRule::new(FaultOp::Put, Fault::FailAfter)
-            .matching("*/_delta_log/*1.json")
-            .limit(1),
+            .with_glob("*/_delta_log/*1.json")
+            .with_limit(1),
     );
     control.add_rule(
-        FaultRule::new(FaultOp::Get, Fault::ServerError).matching("*/_delta_log/*1.json"),
+        FaultRule::new(FaultOp::Get, Fault::ServerError).with_glob("*/_delta_log/*1.json"),
     );
     let err = table
         .write([sales_batch(0, 10)])

@@ -542,8 +542,8 @@ async fn a_failed_read_of_an_intact_dv_file_is_the_stores_error_not_a_bad_dv() {
     // The DV file's first read fails as a 5xx after retries would; the file is whole.
     let faulty = FaultStore::new(Arc::clone(location.store()), 7).with_rule(
         FaultRule::new(FaultOp::Get, Fault::FailBefore)
-            .matching("*deletion_vector_d12e7d16*")
-            .limit(1),
+            .with_glob("*deletion_vector_d12e7d16*")
+            .with_limit(1),
     );
     let table = Table::open_at(location.with_store(Arc::new(faulty)))
         .await

@@ -205,7 +205,7 @@ async fn deletion_vectors_are_read_once_per_table_handle() {
         .unwrap();
 
     let faulty = FaultStore::new(Arc::clone(location.store()), 1)
-        .with_rule(FaultRule::new(FaultOp::Get, Fault::FailBefore).matching("*deletion_vector_*"));
+        .with_rule(FaultRule::new(FaultOp::Get, Fault::FailBefore).with_glob("*deletion_vector_*"));
     let control = faulty.control();
     control.set_enabled(false);
     let mut through = Table::open_at(location.clone().with_store(Arc::new(faulty)))

@@ -107,7 +107,7 @@ async fn a_refused_upload_fails_the_write_with_the_store_error_and_commits_nothi
         .unwrap();
     for fault in [Fault::FailBefore, Fault::FailAfter] {
         let faulty = FaultStore::new(Arc::clone(location.store()), 3)
-            .with_rule(FaultRule::new(FaultOp::Put, fault).matching("*.parquet"));
+            .with_rule(FaultRule::new(FaultOp::Put, fault).with_glob("*.parquet"));
         let mut through = Table::open_at(location.clone().with_store(Arc::new(faulty)))
             .await
             .unwrap();

@@ -73,7 +73,7 @@ async fn vacuum_removes_orphans_and_expired_files_but_nothing_recent_versions_ne
     // A write whose commit never lands leaves its data files behind.
     let location = tarn_store::open(url).unwrap();
     let faulty = FaultStore::new(Arc::clone(location.store()), 5).with_rule(
-        FaultRule::new(FaultOp::Put, Fault::ServerError).matching("*/_delta_log/*.json"),
+        FaultRule::new(FaultOp::Put, Fault::ServerError).with_glob("*/_delta_log/*.json"),
     );
     let mut failing = Table::open_at(location.with_store(Arc::new(faulty)))
         .await

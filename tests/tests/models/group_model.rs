@@ -203,22 +203,22 @@ fn rule(injection: &Injection) -> FaultRule {
     match injection {
         // Data files only, never a background checkpoint's Parquet.
         Injection::DataFile(fault) => {
-            FaultRule::new(FaultOp::Put, *fault).matching("*/part-*.parquet")
+            FaultRule::new(FaultOp::Put, *fault).with_glob("*/part-*.parquet")
         }
         Injection::Commit { skip, fault } => FaultRule::new(FaultOp::Put, *fault)
-            .matching("*/_delta_log/0*.json")
-            .skip(*skip),
+            .with_glob("*/_delta_log/0*.json")
+            .with_skip(*skip),
         Injection::Proposal(fault) => {
-            FaultRule::new(FaultOp::Put, *fault).matching("*/_tarn_proposals/*")
+            FaultRule::new(FaultOp::Put, *fault).with_glob("*/_tarn_proposals/*")
         }
         Injection::Claim(fault) => {
-            FaultRule::new(FaultOp::Put, *fault).matching("*/_tarn_claims/*")
+            FaultRule::new(FaultOp::Put, *fault).with_glob("*/_tarn_claims/*")
         }
         Injection::DvRead(fault) => {
-            FaultRule::new(FaultOp::Get, *fault).matching("*/deletion_vector_*.bin")
+            FaultRule::new(FaultOp::Get, *fault).with_glob("*/deletion_vector_*.bin")
         }
     }
-    .limit(1)
+    .with_limit(1)
 }
 
 async fn execute(

@@ -119,8 +119,8 @@ async fn step(h: &mut Harness, model: &mut Model, op: &Op, injection: &Option<In
         };
         h.faults.add_rule(
             FaultRule::new(FaultOp::Put, i.fault)
-                .matching(pattern)
-                .limit(1),
+                .with_glob(pattern)
+                .with_limit(1),
         );
     }
     let before = model.versions.last().cloned().unwrap_or_default();

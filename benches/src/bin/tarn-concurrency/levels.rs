@@ -58,9 +58,10 @@ pub(crate) fn worker_location(
         // Half the faults lose the acknowledgement of a PUT that landed.
         let half = fault_rate / 2.0;
         let faulty = FaultStore::new(store, fault_seed)
-            .with_rule(FaultRule::new(FaultOp::Put, Fault::FailAfter).probability(half))
+            .with_rule(FaultRule::new(FaultOp::Put, Fault::FailAfter).with_probability(half))
             .with_rule(
-                FaultRule::new(FaultOp::Put, Fault::FailBefore).probability(half / (1.0 - half)),
+                FaultRule::new(FaultOp::Put, Fault::FailBefore)
+                    .with_probability(half / (1.0 - half)),
             );
         store = Arc::new(faulty);
     }
