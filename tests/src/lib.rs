@@ -58,3 +58,13 @@ pub fn workspace_binary(package: &str, binary: &str) -> std::path::PathBuf {
     assert!(status.success(), "building {binary} failed");
     profile_dir.join(binary)
 }
+
+/// The name the test binary knows the test `name` of the module at `module_path` by (its
+/// module path past the crate, then the function), so a child process can run it alone
+/// with `--exact`.
+pub fn test_name(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    }
+}

@@ -229,7 +229,14 @@ async fn readers_in_several_processes_share_one_evicting_cache_directory() {
                 cache_dir.path().display()
             );
             tokio::process::Command::new(&exe)
-                .args(["--exact", &own_test_name(), "--nocapture"])
+                .args([
+                    "--exact",
+                    &tarn_tests::test_name(
+                        module_path!(),
+                        "readers_in_several_processes_share_one_evicting_cache_directory",
+                    ),
+                    "--nocapture",
+                ])
                 .env(CHILD_ENV, value)
                 .output()
         })
@@ -247,17 +254,5 @@ async fn readers_in_several_processes_share_one_evicting_cache_directory() {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-    }
-}
-
-/// This test's name as the test binary knows it (its module path past the crate, then
-/// the function), so a child process runs it alone.
-fn own_test_name() -> String {
-    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-    let name = "readers_in_several_processes_share_one_evicting_cache_directory";
-    if module.is_empty() {
-        name.to_string()
-    } else {
-        format!("{module}::{name}")
     }
 }

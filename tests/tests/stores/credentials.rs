@@ -143,7 +143,14 @@ async fn secrets_from_the_environment_are_never_printed() {
     let server = s3();
     let exe = std::env::current_exe().unwrap();
     let output = tokio::process::Command::new(&exe)
-        .args(["--exact", &own_test_name(), "--nocapture"])
+        .args([
+            "--exact",
+            &tarn_tests::test_name(
+                module_path!(),
+                "secrets_from_the_environment_are_never_printed",
+            ),
+            "--nocapture",
+        ])
         .env(CHILD_ENV, &server.endpoint)
         .env(CHILD_BUCKET, &server.bucket)
         .env("AWS_ACCESS_KEY_ID", &server.access_key)
@@ -179,15 +186,4 @@ async fn in_child() {
     let options = StoreOptions::new().with_endpoint(endpoint);
     let refused = Table::open_with_options(&url, &options).await.unwrap_err();
     assert_hidden(SECRET, "the refused open", &both(&refused));
-}
-
-/// This test's name as the test binary knows it, so a child process runs it alone.
-fn own_test_name() -> String {
-    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-    let name = "secrets_from_the_environment_are_never_printed";
-    if module.is_empty() {
-        name.to_string()
-    } else {
-        format!("{module}::{name}")
-    }
 }
