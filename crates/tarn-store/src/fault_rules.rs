@@ -37,7 +37,7 @@ pub enum Fault {
     TruncatedGet,
     /// A LIST answers after this delay.
     SlowList(Duration),
-    /// The request waits until the store's gate opens ([`FaultControl::gate`]), then
+    /// The request waits until the store's gate opens ([`crate::FaultControl::gate`]), then
     /// goes through: a test stops a writer at an exact point (its PUT of a version in
     /// flight) while other writers go on.
     Hold,
@@ -78,7 +78,7 @@ impl fmt::Display for InjectedFault {
 
 impl std::error::Error for InjectedFault {}
 
-/// Whether an object-store error was injected by a [`FaultStore`].
+/// Whether an object-store error was injected by a [`crate::FaultStore`].
 pub fn is_injected(error: &object_store::Error) -> bool {
     match error {
         object_store::Error::Generic { source, .. } => {
