@@ -279,6 +279,24 @@ impl Catalog {
         }
     }
 
+    /// Fences this handle's writer ([`CatalogOptions::writer`]) on the manifest again:
+    /// afterwards no manifest change this writer made before can land, so what the handle
+    /// reads next is final as far as those go. Call it after a call failed with an
+    /// unknown outcome, before reading what it did.
+    ///
+    /// Fails with [`Error::InvalidArgument`] when the handle has no writer id, and when
+    /// the fence cannot be committed.
+    pub async fn fence_writer(&self) -> Result<tarn::Writer> {
+        let Some(id) = self.inner.options.writer.clone() else {
+            return Err(Error::InvalidArgument {
+                name: "writer",
+                reason: "fencing needs a writer id (CatalogOptions::writer)".into(),
+            });
+        };
+        let (mut table, _) = self.inner.manifest.lock().await?;
+        Ok(table.fence_writer(id).await?)
+    }
+
     /// How this catalog's manifest is cut into files (chosen when it was created).
     ///
     /// Fails when the manifest cannot be loaded or records an unknown layout.

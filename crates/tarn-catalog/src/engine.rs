@@ -210,7 +210,11 @@ pub(crate) async fn run_batch(
                 }
                 return Ok(with_gate_errors(results, gate_errors));
             }
-            Err(TarnError::Conflict { .. }) if attempt < ATTEMPTS => {
+            // A fenced writer's work never commits: rerunning cannot help.
+            Err(TarnError::Conflict { reason, .. })
+                if attempt < ATTEMPTS
+                    && !matches!(reason, tarn::ConflictReason::WriterFenced { .. }) =>
+            {
                 stats.reruns.fetch_add(1, Ordering::Relaxed);
                 if compacting {
                     compact_at = usize::MAX;

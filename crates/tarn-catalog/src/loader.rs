@@ -38,13 +38,16 @@ impl Manifest {
         let mut guard = self.table.lock().await;
         let loaded = guard.is_none();
         if loaded {
-            let table = match Table::open_at(self.location.clone()).await {
+            let mut table = match Table::open_at(self.location.clone()).await {
                 Ok(table) => table,
                 Err(tarn::Error::TableNotFound { .. }) => {
                     create_manifest(self.location.clone(), &self.options).await?
                 }
                 Err(e) => return Err(e.into()),
             };
+            if let Some(writer) = &self.options.writer {
+                table.fence_writer(writer).await?;
+            }
             let layout = stored_layout(table.snapshot())?;
             let _ = self.layout.set(layout);
             *guard = Some(table);

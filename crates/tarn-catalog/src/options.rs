@@ -17,6 +17,12 @@ pub struct CatalogOptions {
     pub indices: bool,
     /// Store options for the root URL (endpoint, credentials).
     pub store: StoreOptions,
+    /// A stable id for this catalog writer (default none). When set, the handle fences the
+    /// writer on the manifest when it first loads it (`tarn::Table::fence_writer`): no
+    /// manifest change an earlier incarnation of the writer left pending can land after
+    /// that, so a restarted writer reads final state. [`crate::Catalog::fence_writer`]
+    /// fences again, to settle an unknown outcome.
+    pub writer: Option<String>,
 }
 
 impl Default for CatalogOptions {
@@ -25,6 +31,7 @@ impl Default for CatalogOptions {
             layout: Layout::default(),
             indices: true,
             store: StoreOptions::default(),
+            writer: None,
         }
     }
 }

@@ -269,11 +269,18 @@ pub enum Error {
     },
 
     /// A commit was sent but whether it landed could not be found out (the store kept
-    /// failing). The work was not committed twice; read the table to learn the outcome.
-    #[error("commit of version {version} (txnId {txn_id}) is in an unknown state: {reason}")]
+    /// failing, or its group-commit proposal may still be carried). The work is never
+    /// committed twice, and never after `last_version`: `Table::resolve_commit` (with
+    /// [`Error::unknown_commit`]) settles it into landed or not landed.
+    #[error(
+        "commit of version {version} (txnId {txn_id}) is in an unknown state until version \
+         {last_version}: {reason}"
+    )]
     CommitStateUnknown {
-        /// The version tried.
+        /// The first version it may have landed at.
         version: i64,
+        /// The last version it may land at.
+        last_version: i64,
         /// The transaction's `commitInfo.txnId`, to look for in the log.
         txn_id: String,
         /// Why the outcome could not be read.
@@ -451,6 +458,19 @@ pub enum ConflictReason {
         /// The version it committed.
         version: i64,
     },
+    /// A newer fence of the writer this transaction commits as landed
+    /// (`Table::fence_writer`): this is an earlier incarnation's work, and never commits.
+    WriterFenced {
+        /// The writer's id.
+        writer: String,
+        /// The epoch the fence set.
+        epoch: i64,
+    },
+    /// A commit fence named this transaction (`Table::resolve_commit`): it never commits.
+    CommitFenced {
+        /// The transaction's `commitInfo.txnId`.
+        txn_id: String,
+    },
     /// The winner added a file this transaction would have read.
     ConcurrentAppend {
         /// The file.
@@ -493,6 +513,17 @@ impl std::fmt::Display for ConflictReason {
                 f,
                 "application {app_id:?} committed its version {version} concurrently"
             ),
+            Self::WriterFenced { writer, epoch } => write!(
+                f,
+                "writer {writer:?} was fenced at epoch {epoch}; this is an earlier \
+                 incarnation's commit"
+            ),
+            Self::CommitFenced { txn_id } => {
+                write!(
+                    f,
+                    "commit {txn_id} was fenced by a resolution of its outcome"
+                )
+            }
             Self::ConcurrentAppend { file, read } => {
                 write!(f, "file {file} was added concurrently and matches {read}")
             }
@@ -519,7 +550,38 @@ impl std::fmt::Display for ConflictReason {
 /// Result with Tarn's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A commit whose outcome was unknown, as [`Error::unknown_commit`] gives it: where it may
+/// have landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownCommit {
+    /// The commit's `commitInfo.txnId`.
+    pub txn_id: String,
+    /// The first version it may have landed at.
+    pub version: i64,
+    /// The last version it may land at: once this version exists, it landed at or before
+    /// it, or never will.
+    pub last_version: i64,
+}
+
 impl Error {
+    /// Where a commit whose outcome is unknown may have landed, for
+    /// `Table::resolve_commit`: `Some` for [`Error::CommitStateUnknown`] only.
+    pub fn unknown_commit(&self) -> Option<UnknownCommit> {
+        match self {
+            Error::CommitStateUnknown {
+                version,
+                last_version,
+                txn_id,
+                ..
+            } => Some(UnknownCommit {
+                txn_id: txn_id.clone(),
+                version: *version,
+                last_version: *last_version,
+            }),
+            _ => None,
+        }
+    }
+
     pub(crate) fn store(
         operation: tarn_store::StoreOp,
         path: impl ToString,

@@ -79,7 +79,7 @@ pub use changes::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
 pub use dml::{DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
-pub use error::{ConflictReason, Error, Result};
+pub use error::{ConflictReason, Error, Result, UnknownCommit};
 pub use index::{IndexDefinition, IndexKind, IndexMode, IndexOptions, IndexSegment, IndexUse};
 pub use indexing::{CreateIndexBuilder, IndexInfo, OptimizeIndicesOutcome};
 pub use log::checkpoint_write::CheckpointWritten;
@@ -93,7 +93,8 @@ pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::{Table, VersionInfo};
 pub use tarn_store::{StoreLocation, StoreOptions};
 pub use txn::{
-    CheckpointTask, CommitOutcome, ENGINE_INFO, IsolationLevel, RetryPolicy, Transaction,
+    CheckpointTask, CommitOutcome, ENGINE_INFO, IsolationLevel, Resolution, RetryPolicy, Settle,
+    Transaction, Writer,
 };
 pub use vacuum::{VacuumBuilder, VacuumOutcome};
 pub use write::{SchemaMode, WriteBuilder, WriteMode, WriteOutcome};

@@ -7,14 +7,16 @@ use serde_json::Value;
 use tarn_store::{StoreLocation, StoreOptions};
 
 use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnknownCommit};
 use crate::log::checkpoint_write::CheckpointWritten;
 use crate::paths::validate_name;
 use crate::protocol::properties::ColumnMappingMode;
 use crate::protocol::{Action, Protocol, StructField, StructType, mapping};
 use crate::scan::Scan;
 use crate::snapshot::Snapshot;
-use crate::txn::{CommitOutcome, IsolationLevel, RetryPolicy, Transaction};
+use crate::txn::{
+    CommitOutcome, IsolationLevel, Resolution, RetryPolicy, Settle, Transaction, Writer,
+};
 
 /// A Delta table: a location and the snapshot this handle is at.
 ///
@@ -26,6 +28,8 @@ pub struct Table {
     retry: RetryPolicy,
     isolation: IsolationLevel,
     clock: Arc<dyn Clock>,
+    /// The writer this handle commits as, once fenced.
+    writer: Option<Writer>,
 }
 
 /// A version the log holds, as [`Table::versions`] lists it.
@@ -65,6 +69,7 @@ impl Table {
             retry: RetryPolicy::default(),
             isolation: IsolationLevel::default(),
             clock: Arc::new(SystemClock),
+            writer: None,
         }
     }
 
@@ -165,10 +170,54 @@ impl Table {
     /// A transaction on the current snapshot, with this handle's isolation level, retry
     /// policy and clock. Commit it with [`Table::commit`] (or [`Transaction::commit`]).
     pub fn transaction(&self) -> Transaction {
-        Transaction::new(self.snapshot.clone())
+        let txn = Transaction::new(self.snapshot.clone())
             .with_isolation(self.isolation)
             .with_retry_policy(self.retry)
-            .with_clock(Arc::clone(&self.clock))
+            .with_clock(Arc::clone(&self.clock));
+        match &self.writer {
+            Some(writer) => txn.with_writer(writer.clone()),
+            None => txn,
+        }
+    }
+
+    /// Fences writer `id`: commits a new epoch for it, after which no commit or
+    /// group-commit proposal made by an earlier incarnation of the writer can land (an
+    /// earlier handle still running fails with
+    /// [`ConflictReason::WriterFenced`](crate::ConflictReason::WriterFenced)). This handle
+    /// then commits as the writer at the new epoch, and is at the fence's version: what it
+    /// reads is final as far as the writer's earlier work goes. Call it when a writer
+    /// (re)starts, and again to settle its work after [`Error::CommitStateUnknown`].
+    ///
+    /// Fails with [`Error::InvalidArgument`] for an empty id, and as
+    /// [`Transaction::commit`] does; the handle stays where it was.
+    pub async fn fence_writer(&mut self, id: impl AsRef<str>) -> Result<Writer> {
+        let (writer, outcome) = crate::txn::fence_writer(self.transaction(), id.as_ref()).await?;
+        self.snapshot = outcome.snapshot;
+        self.writer = Some(writer.clone());
+        Ok(writer)
+    }
+
+    /// The writer this handle commits as, once [`fence_writer`](Self::fence_writer) set it.
+    pub fn writer(&self) -> Option<&Writer> {
+        self.writer.as_ref()
+    }
+
+    /// Settles a commit whose outcome was unknown ([`Error::unknown_commit`]) into
+    /// landed or not landed: by reading the log until its last version exists
+    /// ([`Settle::Wait`]), or by committing a fence that names it ([`Settle::Fence`]). The
+    /// handle moves to the newest version read.
+    ///
+    /// Fails with [`Error::Store`] when the log cannot be read, and as
+    /// [`Transaction::commit`] does for the fence; the handle stays where it was.
+    pub async fn resolve_commit(
+        &mut self,
+        unknown: &UnknownCommit,
+        settle: Settle,
+    ) -> Result<Resolution> {
+        let (resolution, snapshot) =
+            crate::txn::resolve(self.transaction(), unknown, settle).await?;
+        self.snapshot = snapshot;
+        Ok(resolution)
     }
 
     /// Commits a transaction and moves this handle to the version it committed.

@@ -83,6 +83,9 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
     )
     .await
     .unwrap();
+    // On failure: every manifest commit (version, operation, txnId, writer and epoch,
+    // the txnIds it carried or fenced), and the locations of the listed tables.
+    let history = manifest_history(&url, &server.options()).await;
     let mut expected_rows = WRITERS;
     for writer in 0..WRITERS {
         let mut listed = Vec::new();
@@ -103,7 +106,18 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
             .map(|n| format!("w{writer}$r{n}"))
             .collect();
         expected.sort();
-        assert_eq!(listed, expected, "writer {writer}'s tables");
+        let mut locations = Vec::new();
+        for key in &listed {
+            let info = catalog
+                .describe_table(&id(key), tarn_catalog::Detail::Entry)
+                .await
+                .unwrap();
+            locations.push(format!("{key} at {}", info.location));
+        }
+        assert_eq!(
+            listed, expected,
+            "writer {writer}'s tables: {locations:#?}\nmanifest log:\n{history}"
+        );
         expected_rows += expected.len();
         for n in 0..STEPS {
             assert!(
@@ -111,7 +125,7 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
                     .table_exists(&id(&format!("w{writer}$t{n}")))
                     .await
                     .unwrap(),
-                "writer {writer}'s step {n} left its old name behind"
+                "writer {writer}'s step {n} left its old name behind\nmanifest log:\n{history}"
             );
         }
         // Every entry points to a table that opens.
@@ -137,7 +151,11 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
         ids.extend((0..batch.num_rows()).map(|i| column.value(i).to_string()));
     }
     let unique: BTreeSet<&String> = ids.iter().collect();
-    assert_eq!(unique.len(), ids.len(), "an object id twice: {ids:?}");
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "an object id twice: {ids:?}\nmanifest log:\n{history}"
+    );
     assert_eq!(ids.len(), expected_rows);
     let location = manifest.location().clone();
     let mut txn_ids: BTreeMap<String, i64> = BTreeMap::new();
@@ -160,7 +178,10 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
             if let Some(txn) = action["commitInfo"]["txnId"].as_str()
                 && let Some(earlier) = txn_ids.insert(txn.to_string(), version)
             {
-                panic!("txnId {txn} committed twice: versions {earlier} and {version}");
+                panic!(
+                    "txnId {txn} committed twice: versions {earlier} and {version}\n\
+                     manifest log:\n{history}"
+                );
             }
         }
     }
@@ -168,4 +189,41 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
         "catalog torture: {report}; manifest at version {}",
         manifest.version()
     );
+}
+
+/// One line per commit of the manifest at `url`: its version, operation, `txnId`, the
+/// writer and epoch that made it, and the `txnId`s it carried and fenced.
+async fn manifest_history(url: &str, options: &tarn::StoreOptions) -> String {
+    let manifest = Table::open_with_options(&format!("{url}/__manifest"), options)
+        .await
+        .unwrap();
+    let location = manifest.location().clone();
+    let mut lines = Vec::new();
+    for version in 0..=manifest.version() {
+        let path = location
+            .root()
+            .clone()
+            .join("_delta_log")
+            .join(format!("{version:020}.json"));
+        let Ok(found) = location.store().get(&path).await else {
+            lines.push(format!("{version}: unreadable"));
+            continue;
+        };
+        let body = found.bytes().await.unwrap();
+        for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let action: serde_json::Value = serde_json::from_slice(line).unwrap();
+            let info = &action["commitInfo"];
+            if info.is_object() {
+                lines.push(format!(
+                    "{version}: {} txnId {} writer {} carried {} fenced {}",
+                    info["operation"],
+                    info["txnId"],
+                    info["tarnWriter"],
+                    info["tarnGroup"],
+                    info["tarnFenced"]
+                ));
+            }
+        }
+    }
+    lines.join("\n")
 }

@@ -6,5 +6,6 @@
 
 mod catalog;
 mod catalog_costs;
+mod catalog_fence;
 mod catalog_folds;
 mod catalog_torture;

@@ -6,6 +6,7 @@
 
 mod concurrent_deletes;
 mod conflict_matrix;
+mod fences;
 mod group_backlog;
 mod group_outcomes;
 mod grouped_matrix;

@@ -11,6 +11,8 @@
 //!   was told; an operation whose outcome was unknown (a lost acknowledgement, or a store
 //!   error with its proposal out: a crashed committer or proposer) is in it at most once;
 //!   no other `txnId` is (nothing commits that its writer was told had failed);
+//! - a writer told an unknown outcome crashes, restarts and fences its id: its work
+//!   landed before the fence or never does;
 //! - the rows at every version equal the model's after applying, in that order, the
 //!   operations the commits up to it name (the handles run at `Serializable`, so the
 //!   log's order is the serial order).
@@ -78,6 +80,9 @@ enum Injection {
     /// On a GET of a deletion-vector file: a writer uniting its DVs with a concurrent
     /// commit's reads them, often with its proposal out, when its outcome is unknown.
     DvRead(Fault),
+    /// Its commit PUT after `skip` others fails, and so do its next reads of commits:
+    /// it cannot learn its outcome, crashes, and restarts fencing itself.
+    Crash { skip: u64 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -90,7 +95,9 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// A writer's fault, if any; faults on claims only where writers claim versions.
-fn injection(claims: bool) -> BoxedStrategy<Option<Injection>> {
+/// Crashes (unknown outcomes, then a restart that fences) only in the histories that
+/// model them: they take work a later commit would have carried.
+fn injection(claims: bool, crashes: bool) -> BoxedStrategy<Option<Injection>> {
     let fault = tarn_tests::seeded::fault();
     let common = prop_oneof![
         6 => Just(None),
@@ -99,6 +106,7 @@ fn injection(claims: bool) -> BoxedStrategy<Option<Injection>> {
             .prop_map(|(skip, fault)| Some(Injection::Commit { skip, fault })),
         1 => fault.clone().prop_map(Injection::Proposal).prop_map(Some),
         1 => fault.clone().prop_map(Injection::DvRead).prop_map(Some),
+        u32::from(crashes) => (0u64..3).prop_map(|skip| Some(Injection::Crash { skip })),
     ];
     if claims {
         prop_oneof![11 => common, 1 => fault.prop_map(Injection::Claim).prop_map(Some)].boxed()
@@ -110,9 +118,9 @@ fn injection(claims: bool) -> BoxedStrategy<Option<Injection>> {
 /// One round: an operation (or none), with its fault, per writer.
 type Round = Vec<Option<(Op, Option<Injection>)>>;
 
-fn round(claims: bool) -> impl Strategy<Value = Round> {
+fn round(claims: bool, crashes: bool) -> impl Strategy<Value = Round> {
     prop::collection::vec(
-        prop_oneof![1 => Just(None), 4 => (op(), injection(claims)).prop_map(Some)],
+        prop_oneof![1 => Just(None), 4 => (op(), injection(claims, crashes)).prop_map(Some)],
         WRITERS,
     )
 }
@@ -120,9 +128,14 @@ fn round(claims: bool) -> impl Strategy<Value = Round> {
 /// What a writer was told.
 #[derive(Debug)]
 enum Told {
-    Committed { version: i64 },
+    Committed {
+        version: i64,
+    },
     NothingToCommit,
-    Unknown,
+    /// Unknown; the writer then restarted and fenced itself at `fenced_at`.
+    Unknown {
+        fenced_at: i64,
+    },
     Failed(#[allow(dead_code, reason = "shown when a check fails")] String),
 }
 
@@ -142,6 +155,8 @@ struct Writer {
 struct Harness {
     store: Arc<dyn ObjectStore>,
     clean: StoreLocation,
+    /// The versions that are writer fences.
+    fences: BTreeSet<i64>,
     writers: Vec<Writer>,
     policy: RetryPolicy,
 }
@@ -171,6 +186,7 @@ async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
         .await
         .unwrap();
     let mut writers = Vec::new();
+    let mut fences = BTreeSet::new();
     for w in 0..WRITERS as u64 {
         // Each writer's requests take a few milliseconds, drawn from its own seed, so
         // the writers' commits interleave and race.
@@ -182,25 +198,33 @@ async fn harness(seed: u64, policy: RetryPolicy) -> Harness {
         let faulty = FaultStore::new(Arc::new(slow) as Arc<dyn ObjectStore>, seed ^ (w << 32));
         let faults = faulty.control();
         let location = StoreLocation::new(url.clone(), Arc::new(faulty), root.clone());
-        writers.push(Writer {
-            table: Table::open_at(location)
-                .await
-                .unwrap()
-                .with_isolation(IsolationLevel::Serializable)
-                .with_retry_policy(policy),
-            faults,
-        });
+        let (table, fenced_at) = start_writer(location, w as usize, policy).await;
+        fences.insert(fenced_at);
+        writers.push(Writer { table, faults });
     }
     Harness {
         store,
         clean,
+        fences,
         writers,
         policy,
     }
 }
 
+/// Writer `w` (re)starting: a handle that fences the writer's id, and the fence's version.
+async fn start_writer(location: StoreLocation, w: usize, policy: RetryPolicy) -> (Table, i64) {
+    let mut table = Table::open_at(location)
+        .await
+        .unwrap()
+        .with_isolation(IsolationLevel::Serializable)
+        .with_retry_policy(policy);
+    let _ = table.fence_writer(format!("w{w}")).await.unwrap();
+    let version = table.version();
+    (table, version)
+}
+
 fn rule(injection: &Injection) -> FaultRule {
-    match injection {
+    let rule = match injection {
         // Data files only, never a background checkpoint's Parquet.
         Injection::DataFile(fault) => {
             FaultRule::new(FaultOp::Put, *fault).with_glob("*/part-*.parquet")
@@ -217,8 +241,22 @@ fn rule(injection: &Injection) -> FaultRule {
         Injection::DvRead(fault) => {
             FaultRule::new(FaultOp::Get, *fault).with_glob("*/deletion_vector_*.bin")
         }
-    }
-    .with_limit(1)
+        Injection::Crash { skip } => FaultRule::new(FaultOp::Put, Fault::ServerError)
+            .with_glob("*/_delta_log/0*.json")
+            .with_skip(*skip),
+    };
+    rule.with_limit(1)
+}
+
+/// A second rule an injection needs: a crash's failing reads of commits, more than a
+/// writer makes before it gives up on learning its outcome.
+fn second_rule(injection: &Injection) -> Option<FaultRule> {
+    let reads = RetryPolicy::default().max_outcome_reads as u64 + 2;
+    matches!(injection, Injection::Crash { .. }).then(|| {
+        FaultRule::new(FaultOp::Get, Fault::ServerError)
+            .with_glob("*/_delta_log/0*.json")
+            .with_limit(reads)
+    })
 }
 
 async fn execute(
@@ -270,6 +308,9 @@ async fn play(
         };
         if let Some(i) = injection {
             h.writers[w].faults.add_rule(rule(i));
+            if let Some(second) = second_rule(i) {
+                h.writers[w].faults.add_rule(second);
+            }
         }
         let parts: Vec<u8> = match op {
             Op::Append { rows } => rows.clone(),
@@ -304,18 +345,18 @@ async fn play(
                     Some(outcome.txn_id),
                 )
             }
-            Err(Error::CommitStateUnknown { txn_id, .. }) => (Told::Unknown, Some(txn_id)),
+            Err(Error::CommitStateUnknown { txn_id, .. }) => {
+                // A writer that could not learn its outcome crashes; it restarts and
+                // fences itself, so its work lands before the fence or never.
+                let location = h.writers[w].table.snapshot().location().clone();
+                let (table, fenced_at) = start_writer(location, w, h.policy).await;
+                h.writers[w].table = table;
+                h.fences.insert(fenced_at);
+                eprintln!("writer {w} restarted after an unknown outcome, fenced at {fenced_at}");
+                (Told::Unknown { fenced_at }, Some(txn_id))
+            }
             Err(e) => (Told::Failed(e.to_string()), None),
         };
-        if matches!(told, Told::Unknown) {
-            // A writer that could not learn its outcome stops; a new one takes its place.
-            let location = h.writers[w].table.snapshot().location().clone();
-            h.writers[w].table = Table::open_at(location)
-                .await
-                .unwrap()
-                .with_isolation(IsolationLevel::Serializable)
-                .with_retry_policy(h.policy);
-        }
         if let Some(id) = txn_id {
             assert!(
                 by_txn.insert(id.clone(), issued.len()).is_none(),
@@ -366,6 +407,11 @@ async fn check(h: &Harness, issued: &[Issued], by_txn: &BTreeMap<String, usize>)
     for version in 1..=latest {
         let ids = txn_ids_at(&h.clean, version).await;
         assert!(!ids.is_empty(), "version {version} names no txnId");
+        // A fence commits alone and changes no rows.
+        if h.fences.contains(&version) {
+            assert_eq!(ids.len(), 1, "fence at {version} carried work: {ids:?}");
+            continue;
+        }
         carried += ids.len() - 1;
         for (k, id) in ids.into_iter().enumerate() {
             let Some(&i) = by_txn.get(&id) else {
@@ -383,7 +429,11 @@ async fn check(h: &Harness, issued: &[Issued], by_txn: &BTreeMap<String, usize>)
                 Told::Committed { version: told } => {
                     assert_eq!(told, version, "{:?} told the wrong version", issued[i]);
                 }
-                Told::Unknown => {}
+                Told::Unknown { fenced_at } => assert!(
+                    version < fenced_at,
+                    "{:?} landed at {version}, after its writer's fence at {fenced_at}",
+                    issued[i]
+                ),
                 _ => panic!("{:?} is in version {version}", issued[i]),
             }
             apply(&mut rows, &issued[i]);
@@ -410,7 +460,9 @@ async fn check(h: &Harness, issued: &[Issued], by_txn: &BTreeMap<String, usize>)
     carried
 }
 
-async fn run(rounds: Vec<Round>, seed: u64, policy: RetryPolicy) -> usize {
+/// Plays `rounds` and checks the log; returns how many operations rode in another
+/// writer's commit, and how many writers crashed and restarted.
+async fn run(rounds: Vec<Round>, seed: u64, policy: RetryPolicy) -> (usize, usize) {
     let mut h = harness(seed, policy).await;
     let mut issued = Vec::new();
     let mut by_txn = BTreeMap::new();
@@ -418,24 +470,35 @@ async fn run(rounds: Vec<Round>, seed: u64, policy: RetryPolicy) -> usize {
     for round in &rounds {
         play(&mut h, round, &mut issued, &mut by_txn, &mut next_id).await;
     }
-    check(&h, &issued, &by_txn).await
+    let restarts = issued
+        .iter()
+        .filter(|i| matches!(i.told, Told::Unknown { .. }))
+        .count();
+    (check(&h, &issued, &by_txn).await, restarts)
 }
 
 /// Runs `cases` seeded histories under `policy` and checks that writers rode in others'
 /// commits.
-fn histories_match_the_serial_model(seed_name: &str, cases: u32, policy: RetryPolicy) {
+fn histories_match_the_serial_model(
+    seed_name: &str,
+    cases: u32,
+    policy: RetryPolicy,
+    crashes: bool,
+) {
     // The default seed's histories group writers well above the floor checked below
     // (41-46 carried in 32 cases; some seeds carry as few as 26).
     let (mut runner, seed, cases) = tarn_tests::seeded::runner(seed_name, 0x6C1, cases);
     let runtime = tarn_tests::seeded::runtime();
     let strategy = (
-        prop::collection::vec(round(policy.claim_at == 0), 1..8),
+        prop::collection::vec(round(policy.claim_at == 0, crashes), 1..8),
         any::<u64>(),
     );
     let carried = std::sync::atomic::AtomicUsize::new(0);
+    let restarts = std::sync::atomic::AtomicUsize::new(0);
     let result = runner.run(&strategy, |(rounds, fault_seed)| {
-        let n = runtime.block_on(run(rounds, fault_seed, policy));
+        let (n, r) = runtime.block_on(run(rounds, fault_seed, policy));
         carried.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        restarts.fetch_add(r, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     });
     if let Err(e) = result {
@@ -444,6 +507,15 @@ fn histories_match_the_serial_model(seed_name: &str, cases: u32, policy: RetryPo
     // The histories must actually group writers, or this test checks nothing new. (How
     // many ride depends on timing; a replay of a few cases may carry none.)
     let carried = carried.into_inner();
+    let restarts = restarts.into_inner();
+    eprintln!("{restarts} writers crashed, restarted and fenced");
+    if crashes && cases >= 16 {
+        assert!(
+            restarts >= cases as usize / 2 && carried > 0,
+            "{restarts} restarts and {carried} carried operations in {cases} cases"
+        );
+        return;
+    }
     eprintln!("{carried} operations rode in other writers' commits");
     if cases >= 16 {
         assert!(
@@ -455,7 +527,7 @@ fn histories_match_the_serial_model(seed_name: &str, cases: u32, policy: RetryPo
 
 #[test]
 fn concurrent_histories_grouped_with_faults_match_the_serial_model() {
-    histories_match_the_serial_model("TARN_MODEL", 32, RetryPolicy::default());
+    histories_match_the_serial_model("TARN_MODEL", 32, RetryPolicy::default(), false);
 }
 
 /// The same histories with every writer whose proposal is out claiming its version (as
@@ -467,5 +539,13 @@ fn concurrent_histories_claiming_versions_match_the_serial_model() {
         claim_at: 0,
         ..RetryPolicy::default()
     };
-    histories_match_the_serial_model("TARN_CLAIM_MODEL", 24, claiming);
+    histories_match_the_serial_model("TARN_CLAIM_MODEL", 24, claiming, false);
+}
+
+/// The same histories with writers that crash: a commit PUT fails and so do the reads
+/// that would tell its outcome, so the writer is told `CommitStateUnknown`; it restarts
+/// and fences its id, after which its work must not land.
+#[test]
+fn crashed_writers_that_restart_and_fence_never_land_late() {
+    histories_match_the_serial_model("TARN_CRASH_MODEL", 24, RetryPolicy::default(), true);
 }

@@ -301,19 +301,13 @@ pub(crate) fn step_names(
 }
 
 /// Step `n` of a torture writer: create a table, rename it, and every fourth step drop
-/// it. Safe to run again after a kill or a failure at any point.
-///
-/// An attempt whose rename failed with an unknown outcome, or was killed, may have left
-/// its rename waiting as a group-commit proposal, which may land after the next attempt
-/// found the new name free and before that attempt creates the old one again. The table
-/// so made is a duplicate under the old name, with a location of its own; it is dropped.
-/// An old name that shares the new one's location would be a rename half done: it stays,
-/// for the test to find.
+/// it. Safe to run again after a kill or a failure at any point, because the writer is
+/// fenced before every run of a step after the first (a restart fences when it opens
+/// the catalog, a failure fences before the retry): no manifest change an earlier
+/// attempt left pending as a group-commit proposal can land after the step has looked.
 async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), tarn_catalog::Error> {
     let (created, renamed) = step_names(writer, n)?;
-    if catalog.table_exists(&renamed).await? {
-        drop_duplicate(catalog, &created, &renamed).await?;
-    } else {
+    if !catalog.table_exists(&renamed).await? {
         let schema = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
         match catalog
             .create_table(&created, &schema, Vec::new(), ObjectMetadata::default())
@@ -322,52 +316,12 @@ async fn step(catalog: &Catalog, writer: usize, n: i64) -> Result<(), tarn_catal
             Ok(_) | Err(tarn_catalog::Error::AlreadyExists { .. }) => {}
             Err(e) => return Err(e),
         }
-        match catalog.rename_table(&created, &renamed).await {
-            Ok(()) => {}
-            // An earlier attempt renamed it and lost the reply.
-            Err(tarn_catalog::Error::NotFound { .. }) if catalog.table_exists(&renamed).await? => {}
-            // An earlier attempt's rename landed after this one looked.
-            Err(tarn_catalog::Error::AlreadyExists { .. }) => {
-                drop_duplicate(catalog, &created, &renamed).await?;
-            }
-            Err(e) => return Err(e),
-        }
+        catalog.rename_table(&created, &renamed).await?;
     }
     if n % 4 == 3 {
         catalog
             .drop_table(&renamed, tarn_catalog::DropData::Keep)
             .await?;
-    }
-    Ok(())
-}
-
-/// Drops the table under `created` when `renamed` exists too at another location: a
-/// duplicate an attempt made after an earlier attempt's rename landed.
-async fn drop_duplicate(
-    catalog: &Catalog,
-    created: &ObjectId,
-    renamed: &ObjectId,
-) -> Result<(), tarn_catalog::Error> {
-    let duplicate = match catalog
-        .describe_table(created, tarn_catalog::Detail::Entry)
-        .await
-    {
-        Ok(info) => info,
-        Err(tarn_catalog::Error::NotFound { .. }) => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    let kept = catalog
-        .describe_table(renamed, tarn_catalog::Detail::Entry)
-        .await?;
-    if duplicate.location != kept.location {
-        catalog
-            .drop_table(created, tarn_catalog::DropData::Purge)
-            .await?;
-        eprintln!(
-            "dropped {}, made again after its rename to {} landed",
-            created.key(),
-            renamed.key()
-        );
     }
     Ok(())
 }
@@ -381,8 +335,13 @@ async fn exactly_once(location: StoreLocation, worker: &WorkerArgs) -> Result<()
         .clone()
         .ok_or("a catalog torture writer needs --ack-log")?;
     let (done, mut log) = crate::levels::open_ack_log(&log_path)?;
+    // The writer's id outlives its process: opening fences every earlier incarnation.
+    let options = CatalogOptions {
+        writer: Some(format!("catalog-torture-{id}")),
+        ..CatalogOptions::default()
+    };
     let catalog = loop {
-        match open(location.clone()).await {
+        match Catalog::open_at(location.clone(), options.clone()).await {
             Ok(c) => break c,
             Err(e) => {
                 eprintln!("catalog writer {id}: open failed, retrying: {e}");
@@ -404,8 +363,12 @@ async fn exactly_once(location: StoreLocation, worker: &WorkerArgs) -> Result<()
     }
     for n in (0..worker.ops).filter(|n| !done.contains(n)) {
         while let Err(e) = step(&catalog, id, n).await {
-            eprintln!("catalog writer {id}: step {n} failed, retrying: {e}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            eprintln!("catalog writer {id}: step {n} failed, fencing and retrying: {e}");
+            // What the failed attempt left pending lands before the fence or never.
+            while let Err(e) = catalog.fence_writer().await {
+                eprintln!("catalog writer {id}: fence failed, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
         let ack = Ack {
             writer: id,

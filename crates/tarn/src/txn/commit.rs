@@ -25,6 +25,7 @@ use uuid::Uuid;
 use super::checkpoint::maybe_checkpoint;
 use super::commit_info::commit_timestamp;
 use super::conflict::{Ours, WinningCommit, check};
+use super::fence::{self, fenced_conflict};
 use super::outcome::{CommitOutcome, unknown_while_out};
 use super::put::{self, Listed, PutError, PutOutcome, Winner, commits_after, put_commit};
 use super::rebase::{DvChange, merge_deletion_vectors};
@@ -62,7 +63,7 @@ impl Transaction {
 
 /// Commits `txn`: the loop described in the module docs.
 async fn run(txn: Transaction) -> Result<CommitOutcome> {
-    if txn.actions.is_empty() {
+    if txn.actions.is_empty() && txn.fenced.is_empty() {
         return txn.validate_read_only().await;
     }
     let mut state = State::start(&txn)?;
@@ -166,6 +167,13 @@ impl State {
             &txn.actions,
             &txn.operation,
         )?;
+        // An earlier incarnation of a fenced writer commits nothing.
+        if let Some(writer) = &txn.writer
+            && let Some(epoch) = snapshot.app_transaction_version(&writer.app_id())
+            && epoch > writer.epoch()
+        {
+            return Err(fenced_conflict(snapshot.version(), writer.id(), epoch));
+        }
         for action in &txn.actions {
             if let Action::Txn(t) = action
                 && let Some(done) = snapshot.app_transaction_version(&t.app_id)
@@ -441,6 +449,17 @@ impl State {
                     checkpoint: None,
                     snapshot: committed,
                 }));
+            }
+            // Fenced by a resolution of its outcome: it never commits.
+            if fence::fences(&winner.actions, &self.txn_id) {
+                self.forget_decided(txn, winner.version);
+                return Err(Error::Conflict {
+                    winning_version: winner.version,
+                    operation: fence::FENCE_COMMIT.into(),
+                    reason: ConflictReason::CommitFenced {
+                        txn_id: self.txn_id.clone(),
+                    },
+                });
             }
             let winning = WinningCommit {
                 version: winner.version,

@@ -15,6 +15,7 @@ use crate::scan::first_file_matching;
 use crate::snapshot::Snapshot;
 
 use super::IsolationLevel;
+use super::fence::writer_of_app;
 
 /// What a transaction read: the reads a concurrent commit may invalidate.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +33,9 @@ pub(crate) struct ReadSet {
     /// Metadata domains read only to keep derived state (index segments) in step with the
     /// data: their change conflicts, but reading them does not make a write less blind.
     pub(crate) meta_domains: BTreeSet<String>,
+    /// The application id holding the epoch of the writer committing: a fence of it
+    /// conflicts, but reading it does not make a write less blind.
+    pub(crate) writer: Option<String>,
 }
 
 impl ReadSet {
@@ -136,6 +140,7 @@ pub(crate) fn check(
             _ => None,
         })
         .chain(ours.reads.app_ids.iter().map(String::as_str))
+        .chain(ours.reads.writer.as_deref())
         .collect();
     let our_removes: BTreeSet<String> = ours
         .actions
@@ -154,6 +159,12 @@ pub(crate) fn check(
             Action::DomainMetadata(d) if our_domains.contains(d.domain.as_str()) => {
                 return Err(conflict(ConflictReason::DomainMetadataChanged {
                     domain: d.domain.clone(),
+                }));
+            }
+            Action::Txn(t) if ours.reads.writer.as_deref() == Some(t.app_id.as_str()) => {
+                return Err(conflict(ConflictReason::WriterFenced {
+                    writer: writer_of_app(&t.app_id).unwrap_or_default().to_string(),
+                    epoch: t.version,
                 }));
             }
             Action::Txn(t) if our_apps.contains(t.app_id.as_str()) => {

@@ -21,6 +21,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use serde_json::{Map, Value};
 
 use super::conflict::{Ours, WinningCommit};
+use super::fence;
 use super::group_dv::{GroupFiles, admit, prefetch};
 use super::group_reads::{read_proposals, read_versions};
 use super::proposal::{MAX_GROUP_BYTES, Proposal};
@@ -231,7 +232,7 @@ pub(crate) async fn gather(
     let decided: HashSet<&str> = memory
         .commits
         .range(oldest + 1..version)
-        .flat_map(|(_, actions)| named(actions))
+        .flat_map(|(_, actions)| named(actions).chain(fence::fenced(actions)))
         .collect();
     candidates.retain(|r| !decided.contains(r.txn_id.as_str()));
     candidates.truncate(MAX_GROUP);
@@ -305,7 +306,9 @@ pub(crate) async fn gather(
         if proposal.txn_id != r.txn_id
             || proposal.base != r.base
             || proposal.base + proposal.window.clamp(1, WINDOW) < version
-            || between.iter().any(|(_, a)| names(a, &proposal.txn_id))
+            || between
+                .iter()
+                .any(|(_, a)| names(a, &proposal.txn_id) || fence::fences(a, &proposal.txn_id))
             || group.txn_ids.contains(&proposal.txn_id)
             || bytes + *size > MAX_GROUP_BYTES
         {

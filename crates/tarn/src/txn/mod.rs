@@ -20,7 +20,8 @@
 //! concurrent deletion vectors), `group` (group commit across processes; `proposal` is its
 //! wire format, `group_dv` unites their DVs, `group_reads` reads what a group carries),
 //! `ict` (in-commit timestamps), `row_tracking` (row ids and commit versions), `checkpoint`
-//! (background checkpoints), `claim` (one committer per version under a crowd of writers),
+//! (background checkpoints), `claim` (one committer per version under a crowd of writers), `fence`
+//! (writer and commit fences, and settling an unknown outcome),
 //! `outcome` (what a commit did) and `transaction` (the API).
 
 mod checkpoint;
@@ -28,6 +29,7 @@ mod claim;
 mod commit;
 mod commit_info;
 mod conflict;
+mod fence;
 mod group;
 mod group_dv;
 mod group_reads;
@@ -43,6 +45,8 @@ mod transaction;
 pub use checkpoint::CheckpointTask;
 pub(crate) use checkpoint::checkpoint;
 pub use commit_info::ENGINE_INFO;
+pub use fence::{Resolution, Settle, Writer};
+pub(crate) use fence::{fence_writer, resolve};
 pub use outcome::CommitOutcome;
 pub use policy::{IsolationLevel, RetryPolicy};
 pub(crate) use put::commit_create;

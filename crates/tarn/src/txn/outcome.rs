@@ -59,6 +59,7 @@ pub(crate) fn unknown_while_out(
         {
             Error::CommitStateUnknown {
                 version: base.version() + 1,
+                last_version: b + group::WINDOW,
                 txn_id: txn_id.to_string(),
                 reason: format!(
                     "{e}; its group-commit proposal may still be carried by a commit up to \

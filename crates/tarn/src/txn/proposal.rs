@@ -54,6 +54,9 @@ struct WireReads {
     app_ids: Vec<String>,
     domains: Vec<String>,
     meta_domains: Vec<String>,
+    /// The application id holding the proposing writer's epoch (absent: no writer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    writer: Option<String>,
 }
 
 /// The wrapper key of a proposal's header line.
@@ -82,6 +85,7 @@ impl Proposal {
                     app_ids: reads.app_ids.iter().cloned().collect(),
                     domains: reads.domains.iter().cloned().collect(),
                     meta_domains: reads.meta_domains.iter().cloned().collect(),
+                    writer: reads.writer.clone(),
                 },
             },
         };
@@ -130,6 +134,7 @@ impl Proposal {
                 app_ids: h.reads.app_ids.into_iter().collect(),
                 domains: h.reads.domains.into_iter().collect(),
                 meta_domains: h.reads.meta_domains.into_iter().collect(),
+                writer: h.reads.writer,
             },
             actions,
         })

@@ -73,6 +73,7 @@ impl PutError {
         match self {
             PutError::Unknown(reason) => Error::CommitStateUnknown {
                 version,
+                last_version: version,
                 txn_id: txn_id.to_string(),
                 reason,
             },

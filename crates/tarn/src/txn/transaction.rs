@@ -7,6 +7,7 @@ use roaring::RoaringTreemap;
 use serde_json::{Map, Value};
 
 use super::conflict::ReadSet;
+use super::fence::Writer;
 use super::outcome::CommitOutcome;
 use super::rebase::DvChange;
 use super::{IsolationLevel, RetryPolicy};
@@ -59,6 +60,10 @@ pub struct Transaction {
     /// Whether the rows this transaction copies or updates keep their row ids (`None`:
     /// it did not say).
     row_ids_kept: Option<bool>,
+    /// The writer committing, whose fence this transaction must not be older than.
+    pub(super) writer: Option<Writer>,
+    /// The `txnId`s this commit fences (a commit fence's only content).
+    pub(super) fenced: Vec<String>,
 }
 
 impl Transaction {
@@ -77,6 +82,8 @@ impl Transaction {
             clock: Arc::new(SystemClock),
             dv_changes: Vec::new(),
             row_ids_kept: None,
+            writer: None,
+            fenced: Vec::new(),
         }
     }
 
@@ -110,6 +117,21 @@ impl Transaction {
     pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
+    }
+
+    /// Commits as `writer`: the transaction reads the writer's epoch, so a newer fence of
+    /// the same writer (`Table::fence_writer`) makes its commit fail with
+    /// [`ConflictReason::WriterFenced`](crate::ConflictReason::WriterFenced), and none of
+    /// its group-commit proposals is carried past that fence.
+    pub fn with_writer(mut self, writer: Writer) -> Self {
+        self.reads.writer = Some(writer.app_id());
+        self.writer = Some(writer);
+        self
+    }
+
+    /// The writer this transaction commits as, if any.
+    pub fn writer(&self) -> Option<&Writer> {
+        self.writer.as_ref()
     }
 
     /// Sets the clock commit timestamps come from.

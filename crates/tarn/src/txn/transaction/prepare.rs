@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::super::commit_info::{CommitInfoParts, commit_info};
 use super::super::put::encode_commit;
-use super::super::{group, ict, row_tracking};
+use super::super::{fence, group, ict, row_tracking};
 use super::Transaction;
 use crate::error::Result;
 use crate::protocol::Action;
@@ -45,6 +45,7 @@ impl Transaction {
             txn_id: own.txn_id,
         });
         group::mark_group(&mut info, carried);
+        fence::mark(&mut info, self.writer.as_ref(), &self.fenced);
         let mut actions = own.actions.to_vec();
         if in_commit {
             ict::stamp(&mut info, timestamp);
