@@ -46,7 +46,7 @@ pub use fault_rules::{Fault, FaultOp, FaultRule, InjectedFault, is_injected};
 pub use gate::FaultGate;
 pub use hedge::{HedgePolicy, HedgedStore};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
-pub use location::{StoreLocation, StoreOptions, open, open_with_options};
+pub use location::{ALLOWED_ROOTS, StoreLocation, StoreOptions, open, open_with_options};
 pub use random::SplitMix64;
 pub use redact::{REDACTED, is_secret_option, redact_url};
 

@@ -82,6 +82,15 @@ impl StoreOptions {
             .with("secret_access_key", secret_access_key)
     }
 
+    /// Roots outside the table that its log may point into (a shallow clone's source), as
+    /// URLs in the table's own store (same scheme and bucket, or the local file system).
+    /// By default a table reads only files under its own root.
+    #[must_use]
+    pub fn with_allowed_roots<S: AsRef<str>>(self, roots: impl IntoIterator<Item = S>) -> Self {
+        let joined: Vec<String> = roots.into_iter().map(|r| r.as_ref().to_string()).collect();
+        self.with(ALLOWED_ROOTS, joined.join(","))
+    }
+
     /// Allows plain-HTTP endpoints (a local MinIO).
     #[must_use]
     pub fn with_allow_http(self, allow: bool) -> Self {
@@ -93,6 +102,9 @@ impl StoreOptions {
         self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 }
+
+/// The option key of [`StoreOptions::with_allowed_roots`]: URLs, comma-separated.
+pub const ALLOWED_ROOTS: &str = "allowed_roots";
 
 /// Where a table lives: a store and the path of the table's root inside it.
 ///
@@ -107,6 +119,8 @@ pub struct StoreLocation {
     url: Url,
     store: Arc<dyn ObjectStore>,
     root: Path,
+    /// Roots outside `root`, in the same store, that the table may read from.
+    allowed_roots: Vec<Path>,
 }
 
 impl std::fmt::Debug for StoreLocation {
@@ -115,6 +129,7 @@ impl std::fmt::Debug for StoreLocation {
             .field("url", &self.url.as_str())
             .field("store", &self.store.to_string())
             .field("root", &self.root)
+            .field("allowed_roots", &self.allowed_roots)
             .finish()
     }
 }
@@ -127,7 +142,36 @@ impl StoreLocation {
         let _ = url.set_password(None);
         let _ = url.set_username("");
         url.set_query(None);
-        Self { url, store, root }
+        Self {
+            url,
+            store,
+            root,
+            allowed_roots: Vec::new(),
+        }
+    }
+
+    /// The same location, allowed to read under `roots` too (paths in its store).
+    #[must_use]
+    pub fn with_allowed_roots(mut self, roots: impl IntoIterator<Item = Path>) -> Self {
+        self.allowed_roots.extend(roots);
+        self
+    }
+
+    /// The roots outside the table root that the table may read from.
+    pub fn allowed_roots(&self) -> &[Path] {
+        &self.allowed_roots
+    }
+
+    /// Whether `path` lies under the table root or an allowed root (whole segments).
+    pub fn contains(&self, path: &Path) -> bool {
+        std::iter::once(&self.root)
+            .chain(&self.allowed_roots)
+            .any(|root| path.prefix_matches(root))
+    }
+
+    /// The local directory of `path` when the store is the local file system.
+    pub fn local_path(&self, path: &Path) -> Option<PathBuf> {
+        (self.url.scheme() == "file").then(|| PathBuf::from(format!("/{path}")))
     }
 
     /// The normalised URL of the table root.
@@ -194,11 +238,36 @@ pub fn open_with_options(url: &str, options: &StoreOptions) -> Result<StoreLocat
     if url.chars().any(char::is_control) {
         return Err(invalid(url, "control characters are not allowed"));
     }
-    match Url::parse(url) {
-        Ok(parsed) if parsed.scheme().len() > 1 => open_url(url, parsed, options),
+    let location = match Url::parse(url) {
+        Ok(parsed) if parsed.scheme().len() > 1 => open_url(url, parsed, options)?,
         // No scheme (or a Windows drive letter): a local path.
-        _ => open_local(url, PathBuf::from(url)),
+        _ => open_local(url, PathBuf::from(url))?,
+    };
+    let roots = allowed_roots(url, &location, options)?;
+    Ok(location.with_allowed_roots(roots))
+}
+
+/// The allowed roots `options` give, as paths in `location`'s store. Fails with
+/// [`Error::InvalidUrl`] for one that does not parse or lies in another store.
+fn allowed_roots(raw: &str, location: &StoreLocation, options: &StoreOptions) -> Result<Vec<Path>> {
+    let Some((_, value)) = options.iter().find(|(k, _)| *k == ALLOWED_ROOTS) else {
+        return Ok(Vec::new());
+    };
+    let mut roots = Vec::new();
+    for root in value.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+        let bad =
+            |reason: &str| invalid(raw, &format!("allowed root {}: {reason}", redact_url(root)));
+        let url = match Url::parse(root) {
+            Ok(url) if url.scheme().len() > 1 => url,
+            _ => Url::from_directory_path(normalise_local(std::path::Path::new(root)))
+                .map_err(|()| bad("not a URL or an absolute local path"))?,
+        };
+        let path = location
+            .resolve_absolute(&url)
+            .ok_or_else(|| bad("not in the table's store"))?;
+        roots.push(path);
     }
+    Ok(roots)
 }
 
 fn open_url(raw: &str, url: Url, options: &StoreOptions) -> Result<StoreLocation> {
@@ -286,7 +355,7 @@ fn open_s3(raw: &str, url: &Url, options: &StoreOptions) -> Result<StoreLocation
     if bucket.ends_with("--x-s3") {
         builder = builder.with_s3_express(true);
     }
-    for (key, value) in options.iter() {
+    for (key, value) in options.iter().filter(|(k, _)| *k != ALLOWED_ROOTS) {
         let key = if key == "allow_http" {
             "aws_allow_http"
         } else {

@@ -117,7 +117,10 @@ pub(crate) async fn load_deletion_vector(
 ) -> Result<RoaringTreemap> {
     let (path, offset) = match dv.location()? {
         DvLocation::Inline(data) => return decode_bitmap(&data, dv),
-        DvLocation::Relative { path, offset } => (dv_store_path(location.root(), &path)?, offset),
+        DvLocation::Relative { path, offset } => {
+            let joined = dv_store_path(location.root(), &path)?;
+            (paths::confine_on_disk(location, &path, joined)?, offset)
+        }
         DvLocation::Absolute { url, offset } => (paths::resolve(location, &url)?, offset),
     };
     let size = u64::try_from(dv.size_in_bytes).unwrap_or(0);

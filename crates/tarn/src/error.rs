@@ -195,6 +195,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// A path in the table's log leaves the table's root (an absolute URI or path to
+    /// elsewhere, or a symbolic link that points out of it). Shallow clones allow their
+    /// source with `StoreOptions::with_allowed_roots`.
+    #[error(
+        "path {path:?} in the log of {table} leaves the table; allow its root with \
+         StoreOptions::with_allowed_roots to read it"
+    )]
+    PathOutsideTable {
+        /// The table's URL.
+        table: String,
+        /// The path as the log records it.
+        path: String,
+    },
+
     /// An argument that makes no sense (empty partition column list entry, zero target
     /// file size, duplicate column).
     #[error("invalid argument {name}: {reason}")]

@@ -94,31 +94,86 @@ pub(crate) fn join_relative(root: &Path, relative: &str) -> Result<Path> {
 }
 
 /// Resolves a path recorded in the log (URI-encoded, relative to the table root, or an
-/// absolute URI) to an object in the table's store.
+/// absolute URI) to an object in the table's store, inside the table root or a root the
+/// location allows ([`StoreLocation::allowed_roots`]). On the local file system the
+/// object's real path (symbolic links followed) must lie inside one of them too.
 ///
-/// Fails with [`Error::InvalidPath`] when the path escapes the table (`..`), holds control
-/// characters, or names another store.
+/// Fails with [`Error::InvalidPath`] when the path is malformed (`..` segments, control
+/// characters, bad encoding) or names another store, and [`Error::PathOutsideTable`] when
+/// it leaves the table.
 pub(crate) fn resolve(location: &StoreLocation, path: &str) -> Result<Path> {
+    let resolved = locate(location, path)?;
+    confine_on_disk(location, path, resolved)
+}
+
+/// [`resolve`] without following symbolic links.
+fn locate(location: &StoreLocation, path: &str) -> Result<Path> {
+    let resolved = object_of(location, path)?;
+    if !location.contains(&resolved) {
+        return Err(outside(location, path));
+    }
+    Ok(resolved)
+}
+
+/// The object a log path names in the table's store, wherever it is: a file's identity
+/// in log replay, where a path outside the table must still match its other spellings.
+fn object_of(location: &StoreLocation, path: &str) -> Result<Path> {
     let invalid = |reason: String| Error::InvalidPath {
         path: path.to_string(),
         reason,
     };
-    if scheme_of(path).is_some() {
+    let resolved = if scheme_of(path).is_some() {
         let url = Url::parse(path).map_err(|e| invalid(format!("not a valid URI: {e}")))?;
-        return location.resolve_absolute(&url).ok_or_else(|| {
+        location.resolve_absolute(&url).ok_or_else(|| {
             invalid(format!(
                 "points outside the table's store {}",
                 location.url()
             ))
-        });
+        })?
+    } else if path.starts_with('/') {
+        Path::from_url_path(path).map_err(|e| invalid(e.to_string()))?
+    } else {
+        let decoded = percent_decode_str(path)
+            .decode_utf8()
+            .map_err(|_| invalid("percent-decodes to invalid UTF-8".to_string()))?;
+        // Named as the log spells it, not as decoded.
+        join_relative(location.root(), &decoded).map_err(|e| match e {
+            Error::InvalidPath { reason, .. } => invalid(reason),
+            other => other,
+        })?
+    };
+    Ok(resolved)
+}
+
+fn outside(location: &StoreLocation, path: &str) -> Error {
+    Error::PathOutsideTable {
+        table: location.url().to_string(),
+        path: path.to_string(),
     }
-    if path.starts_with('/') {
-        return Path::from_url_path(path).map_err(|e| invalid(e.to_string()));
+}
+
+/// `resolved` (the object `path` names, inside the table) unless, on the local file
+/// system, its real path lies outside every root.
+pub(crate) fn confine_on_disk(
+    location: &StoreLocation,
+    path: &str,
+    resolved: Path,
+) -> Result<Path> {
+    // A symbolic link inside the table may point anywhere on the disk: follow it, and
+    // check where it lands. A file that does not exist fails later, when it is read.
+    if let Some(file) = location.local_path(&resolved)
+        && let Ok(real) = std::fs::canonicalize(&file)
+    {
+        let roots = std::iter::once(location.root()).chain(location.allowed_roots());
+        let inside = roots
+            .filter_map(|root| location.local_path(root))
+            .filter_map(|dir| std::fs::canonicalize(dir).ok())
+            .any(|dir| real.starts_with(dir));
+        if !inside {
+            return Err(outside(location, path));
+        }
     }
-    let decoded = percent_decode_str(path)
-        .decode_utf8()
-        .map_err(|_| invalid("percent-decodes to invalid UTF-8".to_string()))?;
-    join_relative(location.root(), &decoded)
+    Ok(resolved)
 }
 
 /// The full URL of an object of the table's store, for messages: the location's scheme
@@ -148,7 +203,7 @@ pub(crate) fn canonical(location: &StoreLocation, path: &str) -> String {
         joined.push_str(path);
         return joined;
     }
-    match resolve(location, path) {
+    match object_of(location, path) {
         Ok(p) => p.to_string(),
         Err(_) => path.to_string(),
     }
@@ -214,17 +269,44 @@ mod tests {
             "data/t/_2=bar+%2521/part-0.parquet"
         );
         assert_eq!(
-            resolve(&loc, "file:///data/x/a%20b").unwrap().as_ref(),
-            "data/x/a b"
+            resolve(&loc, "file:///data/t/a%20b").unwrap().as_ref(),
+            "data/t/a b"
         );
         assert_eq!(
-            resolve(&loc, "file:/data/x/a%20b").unwrap().as_ref(),
-            "data/x/a b"
+            resolve(&loc, "/data/t/x/a%20b").unwrap().as_ref(),
+            "data/t/x/a b"
         );
+        // Outside the root: refused, unless the location allows that root.
+        for path in [
+            "file:///data/x/a%20b",
+            "file:/data/x/a%20b",
+            "/data/x/a%20b",
+        ] {
+            assert!(
+                matches!(resolve(&loc, path), Err(Error::PathOutsideTable { .. })),
+                "{path}"
+            );
+        }
+        for path in [
+            "/data/t/../x",
+            "file:///data/t/%2E%2E/x",
+            "file:///data/t/../x",
+        ] {
+            assert!(resolve(&loc, path).is_err(), "{path}");
+        }
+        let clone = tarn_store::open_with_options(
+            "/data/t",
+            &tarn_store::StoreOptions::new().with_allowed_roots(["file:///data/x"]),
+        )
+        .unwrap();
         assert_eq!(
-            resolve(&loc, "/data/x/a%20b").unwrap().as_ref(),
+            resolve(&clone, "file:/data/x/a%20b").unwrap().as_ref(),
             "data/x/a b"
         );
+        assert!(matches!(
+            resolve(&clone, "/data/xy/a"),
+            Err(Error::PathOutsideTable { .. })
+        ));
         assert!(matches!(
             resolve(&loc, "../escape.parquet"),
             Err(Error::InvalidPath { .. })
@@ -238,8 +320,8 @@ mod tests {
             Err(Error::InvalidPath { .. })
         ));
         assert_eq!(
-            canonical(&loc, "/some/p@%23h"),
-            canonical(&loc, "file:///some/p@%23h")
+            canonical(&loc, "/data/t/p@%23h"),
+            canonical(&loc, "file:///data/t/p@%23h")
         );
         // The fast path for plain relative paths agrees with full resolution, and leaves
         // everything else to it.
@@ -254,6 +336,41 @@ mod tests {
         ] {
             let full = resolve(&loc, path).map_or_else(|_| path.to_string(), |p| p.to_string());
             assert_eq!(canonical(&loc, path), full, "{path}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any path a log may hold resolves inside the table root, or fails with a typed
+        /// error: built from traversal, encoded traversal, absolute and URI pieces.
+        #[test]
+        fn fuzzed_log_paths_never_leave_the_table(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "..", ".", "%2E%2E", "%2e.", ".%2E", "%2F", "%252E%252E", "a", "b c",
+                    "%00", "/", "//", "file:", "file://", "file:///data", "s3://bucket",
+                    "memory://x", "data", "t", "u", "%2Fdata", "\\..", "..\\", "?", "#",
+                ]),
+                1..8,
+            ),
+            separators in proptest::collection::vec(proptest::bool::ANY, 8),
+        ) {
+            let loc = tarn_store::open("/data/t").unwrap();
+            let mut path = String::new();
+            for (i, piece) in pieces.iter().enumerate() {
+                if i > 0 && separators[i % 8] {
+                    path.push('/');
+                }
+                path.push_str(piece);
+            }
+            match resolve(&loc, &path) {
+                Ok(object) => proptest::prop_assert!(
+                    object.prefix_matches(loc.root())
+                        && object.parts().all(|p| !matches!(p.as_ref(), "." | "..")),
+                    "{path:?} resolved to {object}"
+                ),
+                Err(Error::InvalidPath { .. } | Error::PathOutsideTable { .. }) => {}
+                Err(e) => proptest::prop_assert!(false, "{path:?}: unexpected {e}"),
+            }
         }
     }
 

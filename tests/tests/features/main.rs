@@ -20,6 +20,7 @@ mod identity;
 mod in_commit_timestamps;
 mod indices;
 mod large_files;
+mod path_escapes;
 mod planning;
 mod row_groups;
 mod row_tracking;
