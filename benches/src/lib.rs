@@ -15,6 +15,7 @@ pub mod queries;
 pub mod reads;
 pub mod registry;
 pub mod report;
+pub mod streaming;
 pub mod workloads;
 
 use std::path::PathBuf;

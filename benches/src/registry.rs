@@ -2,9 +2,10 @@
 //! of them imports another.
 
 use crate::report::Reporter;
-use crate::{Bench, BenchError, cdc, index, reads, workloads};
+use crate::{Bench, BenchError, cdc, index, reads, streaming, workloads};
 
-/// Every workload, in the order `all` runs them.
+/// Every workload, in the order `all` runs them. `stream-load` (100M rows at scale 1) runs
+/// only by name.
 pub const ALL: [&str; 7] = [
     "load",
     "merge",
@@ -27,6 +28,7 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
         "files" => workloads::files(bench, reporter).await,
         "reads" => reads::reads(bench, reporter).await,
         "index" => index::index(bench, reporter).await,
+        "stream-load" => streaming::stream_load(bench, reporter).await,
         other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
     }
 }

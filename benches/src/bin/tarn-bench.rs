@@ -68,6 +68,9 @@ enum Command {
     /// BTree, Bitmap and full-text indices: builds, lookups with and without them, the
     /// GDPR delete, appends with inline maintenance.
     Index,
+    /// The LHBench table loaded from a generator stream (100M rows at scale 1), with the
+    /// process's peak memory: not part of `all`.
+    StreamLoad,
     /// Tarn and delta-rs side by side on the same generated input (local directory
     /// only): load, reads, the LHBench merge under both strategies, reads after it, and
     /// the CDC mix; medians, the ratio delta-rs / Tarn and peak memory per row. Installs
@@ -122,6 +125,7 @@ async fn main() -> Result<(), BenchError> {
         Command::Files => vec!["files"],
         Command::Reads => vec!["reads"],
         Command::Index => vec!["index"],
+        Command::StreamLoad => vec!["stream-load"],
         Command::Compare => {
             let python = tarn_test_support::python::python();
             tarn_bench::compare::compare(&bench, python, &mut reporter).await?;

@@ -340,6 +340,14 @@ pub enum Error {
         source: parquet::errors::ParquetError,
     },
 
+    /// The stream of batches a write was given failed.
+    #[error("the input stream of the write failed: {source}")]
+    InputStream {
+        /// The stream's error.
+        #[source]
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+    },
+
     /// An Arrow computation failed.
     #[error("Arrow error while {context}: {source}")]
     Arrow {

@@ -24,6 +24,7 @@ mod path_escapes;
 mod planning;
 mod row_groups;
 mod row_tracking;
+mod streaming_writes;
 mod string_views;
 mod table_conformance;
 mod v2_checkpoints;

@@ -3,6 +3,7 @@
 use arrow::array::RecordBatch;
 use parquet::file::properties::WriterProperties;
 
+use super::streamed::{BatchStream, Conformer, from_reader, from_stream, write_stream};
 use super::{
     Checks, FileWriteOptions, SchemaMode, StatsColumns, WriteMode, WrittenFiles, ensure_rows_match,
     fill_identity, prepare_batches, write_files,
@@ -18,6 +19,7 @@ use crate::protocol::{Add, Metadata, StructType};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, IsolationLevel, Transaction};
+use futures::StreamExt;
 
 /// Times a plain append retries after racing an index's creation or drop.
 const INDEX_RACE_ATTEMPTS: u32 = 5;
@@ -25,9 +27,35 @@ const INDEX_RACE_ATTEMPTS: u32 = 5;
 impl Table {
     /// Starts a write of `batches` (append by default).
     pub fn write(&mut self, batches: impl IntoIterator<Item = RecordBatch>) -> WriteBuilder<'_> {
+        self.write_input(Input::Batches(batches.into_iter().collect()))
+    }
+
+    /// Starts a write of a stream of batches (append by default), written as they arrive:
+    /// memory holds a couple of batches and the files being encoded, however long the
+    /// stream. The write takes its schema from the first batch; a stream error fails the
+    /// write with [`Error::InputStream`] and commits nothing.
+    pub fn write_stream<S, E>(&mut self, stream: S) -> WriteBuilder<'_>
+    where
+        S: futures::Stream<Item = std::result::Result<RecordBatch, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.write_input(Input::Stream(from_stream(stream)))
+    }
+
+    /// Starts a write of the batches of `reader` (an Arrow `RecordBatchReader`, such as an
+    /// FFI stream from another engine), read on a blocking thread and written as they
+    /// arrive, as [`write_stream`](Self::write_stream) does.
+    pub fn write_reader<R>(&mut self, reader: R) -> WriteBuilder<'_>
+    where
+        R: arrow::array::RecordBatchReader + Send + 'static,
+    {
+        self.write_input(Input::Stream(from_reader(reader)))
+    }
+
+    fn write_input(&mut self, input: Input) -> WriteBuilder<'_> {
         WriteBuilder {
             table: self,
-            batches: batches.into_iter().collect(),
+            input,
             mode: WriteMode::Append,
             replace_where: None,
             schema_mode: SchemaMode::Strict,
@@ -102,12 +130,27 @@ impl WriteOutcome {
     }
 }
 
+/// What a write writes.
+enum Input {
+    Batches(Vec<RecordBatch>),
+    Stream(BatchStream),
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::Batches(b) => write!(f, "{} batches", b.len()),
+            Input::Stream(_) => f.write_str("a stream of batches"),
+        }
+    }
+}
+
 /// A write being configured; run it with [`execute`](Self::execute).
 #[derive(Debug)]
 #[must_use]
 pub struct WriteBuilder<'a> {
     table: &'a mut Table,
-    batches: Vec<RecordBatch>,
+    input: Input,
     mode: WriteMode,
     replace_where: Option<Expr>,
     schema_mode: SchemaMode,
@@ -186,7 +229,7 @@ impl WriteBuilder<'_> {
     pub async fn execute(self) -> Result<WriteOutcome> {
         let WriteBuilder {
             table,
-            batches,
+            input,
             mode,
             replace_where,
             schema_mode,
@@ -223,6 +266,14 @@ impl WriteBuilder<'_> {
                 reason: "only applies to WriteMode::Overwrite".into(),
             });
         }
+        // A stream's first batch decides the schema; the rest are conformed as they come.
+        let (batches, mut rest) = match input {
+            Input::Batches(batches) => (batches, None),
+            Input::Stream(mut stream) => {
+                let first = stream.next().await.transpose()?;
+                (first.into_iter().collect(), Some(stream))
+            }
+        };
         // Identity columns get their values, and their high-water marks move on.
         let (batches, marked) = fill_identity(snapshot.schema(), &batches)?;
         let (batches, evolved) = prepare_batches(
@@ -275,8 +326,33 @@ impl WriteBuilder<'_> {
             hidden: Vec::new(),
             checks,
         };
-        let (written, mut prebuilt) =
-            write_with_segments(&snapshot, &schema, batches, &options, &inline).await?;
+        let (written, mut prebuilt, evolved) = match rest.take() {
+            None => {
+                let (written, prebuilt) =
+                    write_with_segments(&snapshot, &schema, batches, &options, &inline).await?;
+                (written, prebuilt, evolved)
+            }
+            Some(rest) => {
+                let bound = replace_where
+                    .as_ref()
+                    .map(|p| p.bind(&schema))
+                    .transpose()?;
+                let partitions = snapshot.partition_columns();
+                let mut conformer = Conformer::new(schema.clone(), partitions, schema_mode, bound);
+                let (written, prebuilt) = write_stream(
+                    &snapshot,
+                    &schema,
+                    batches,
+                    rest,
+                    &mut conformer,
+                    &options,
+                    &inline,
+                )
+                .await?;
+                let evolved = conformer.final_metadata(&snapshot, evolved);
+                (written, prebuilt, evolved)
+            }
+        };
 
         if let Some((_, metadata)) = &evolved {
             txn.set_metadata(metadata.clone());

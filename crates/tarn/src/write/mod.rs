@@ -13,6 +13,7 @@ mod low_level;
 mod partitions;
 mod physical;
 mod stream;
+mod streamed;
 mod upload;
 
 use std::sync::Arc;

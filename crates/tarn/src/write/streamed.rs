@@ -1,0 +1,172 @@
+//! Appends and overwrites whose input is a stream of batches: each batch is conformed as
+//! it arrives (identity values drawn, columns checked, `replace_where` checked) and handed
+//! to one encoder, and files upload as they finish, so memory holds a couple of batches
+//! and the files being encoded, never the whole input.
+
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, RecordBatchReader};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use super::{
+    FileWriteOptions, SchemaMode, StreamWriter, WrittenFiles, ensure_rows_match, fill_identity,
+    prepare_batches,
+};
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::indexing::{BuiltSegments, InlineSegments};
+use crate::protocol::{Metadata, StructType};
+use crate::snapshot::{PartitionColumn, Snapshot};
+
+/// A write's input as a stream of batches, errors already Tarn's.
+pub(crate) type BatchStream = BoxStream<'static, Result<RecordBatch>>;
+
+/// `stream` with its errors as [`Error::InputStream`].
+pub(crate) fn from_stream<S, E>(stream: S) -> BatchStream
+where
+    S: futures::Stream<Item = std::result::Result<RecordBatch, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    stream
+        .map(|item| {
+            item.map_err(|e| Error::InputStream {
+                source: Arc::new(e),
+            })
+        })
+        .boxed()
+}
+
+/// The batches of a blocking `reader`, read on a blocking thread a couple of batches
+/// ahead of the writer.
+pub(crate) fn from_reader<R>(reader: R) -> BatchStream
+where
+    R: RecordBatchReader + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let _reader = tokio::task::spawn_blocking(move || {
+        for item in reader {
+            // The writer stopped (an error, or dropped): stop reading.
+            if tx.blocking_send(item).is_err() {
+                break;
+            }
+        }
+    });
+    let batches = futures::stream::unfold(rx, |mut rx| async move {
+        let item = rx.recv().await?;
+        Some((item, rx))
+    });
+    from_stream(batches)
+}
+
+/// Conforms the batches after the first as the first was conformed: identity values drawn
+/// after the marks the earlier batches moved, no new columns, rows inside `replace_where`.
+pub(crate) struct Conformer {
+    /// The schema files are written under, with the identity marks moved so far.
+    schema: StructType,
+    partition_columns: Vec<PartitionColumn>,
+    mode: SchemaMode,
+    replace_where: Option<Expr>,
+    marks_moved: bool,
+}
+
+impl Conformer {
+    /// A conformer for the batches after the first, which was written under `schema`.
+    pub(crate) fn new(
+        schema: StructType,
+        partition_columns: &[PartitionColumn],
+        mode: SchemaMode,
+        replace_where: Option<Expr>,
+    ) -> Self {
+        Self {
+            schema,
+            partition_columns: partition_columns.to_vec(),
+            mode,
+            replace_where,
+            marks_moved: false,
+        }
+    }
+
+    /// `batch` conformed to the write's schema.
+    ///
+    /// Fails with [`Error::SchemaMismatch`] for a batch with columns the first did not
+    /// bring or that does not fit, and [`Error::InvalidArgument`] for rows outside
+    /// `replace_where`.
+    fn conform(&mut self, batch: RecordBatch) -> Result<Vec<RecordBatch>> {
+        let (filled, marked) = fill_identity(&self.schema, &[batch])?;
+        if let Some(marked) = marked {
+            self.schema = marked;
+            self.marks_moved = true;
+        }
+        let (conformed, evolved) =
+            prepare_batches(&self.schema, &self.partition_columns, &filled, self.mode)?;
+        if evolved.is_some() {
+            return Err(Error::SchemaMismatch {
+                reason: "a batch of the stream brings columns its first batch did not; \
+                         a streamed write takes its schema from its first batch"
+                    .into(),
+            });
+        }
+        if let Some(predicate) = &self.replace_where {
+            ensure_rows_match(&conformed, predicate)?;
+        }
+        Ok(conformed)
+    }
+
+    /// The metadata to commit once the stream has ended: `evolved` (the first batch's
+    /// change, if any), with the identity marks the later batches moved.
+    pub(crate) fn final_metadata(
+        &self,
+        snapshot: &Snapshot,
+        evolved: Option<(StructType, Metadata)>,
+    ) -> Option<(StructType, Metadata)> {
+        if !self.marks_moved {
+            return evolved;
+        }
+        let mut metadata = match evolved {
+            Some((_, metadata)) => metadata,
+            None => snapshot.metadata().clone(),
+        };
+        metadata.schema_string = self.schema.to_json();
+        Some((self.schema.clone(), metadata))
+    }
+}
+
+/// Writes the conformed `first` batches, then every batch of `rest` as it arrives, as data
+/// files; then builds the inline index segments over them.
+///
+/// Fails with the stream's own error ([`Error::InputStream`]), as [`Conformer`] does for
+/// a batch, and when encoding or an upload fails. Files already uploaded are left for
+/// `vacuum`; nothing is committed.
+pub(crate) async fn write_stream(
+    snapshot: &Snapshot,
+    schema: &StructType,
+    first: Vec<RecordBatch>,
+    mut rest: BatchStream,
+    conformer: &mut Conformer,
+    options: &FileWriteOptions,
+    inline: &InlineSegments,
+) -> Result<(WrittenFiles, Option<BuiltSegments>)> {
+    let mut writer = StreamWriter::start(
+        snapshot.location(),
+        schema,
+        snapshot.partition_columns(),
+        options,
+    );
+    for batch in first {
+        writer.send(batch).await?;
+    }
+    while let Some(batch) = rest.next().await {
+        for conformed in conformer.conform(batch?)? {
+            writer.send(conformed).await?;
+        }
+    }
+    let files = writer.finish().await?;
+    if inline.is_empty() || files.adds.is_empty() {
+        return Ok((files, None));
+    }
+    let built = inline
+        .build(snapshot, &files.adds, &options.capture, &files.captured)
+        .await?;
+    Ok((files, Some(built)))
+}
