@@ -197,33 +197,20 @@ async fn manifest_history(url: &str, options: &tarn::StoreOptions) -> String {
     let manifest = Table::open_with_options(&format!("{url}/__manifest"), options)
         .await
         .unwrap();
-    let location = manifest.location().clone();
     let mut lines = Vec::new();
     for version in 0..=manifest.version() {
-        let path = location
-            .root()
-            .clone()
-            .join("_delta_log")
-            .join(format!("{version:020}.json"));
-        let Ok(found) = location.store().get(&path).await else {
+        let Some(info) = tarn_tests::log::commit_info_at(manifest.location(), version).await else {
             lines.push(format!("{version}: unreadable"));
             continue;
         };
-        let body = found.bytes().await.unwrap();
-        for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let action: serde_json::Value = serde_json::from_slice(line).unwrap();
-            let info = &action["commitInfo"];
-            if info.is_object() {
-                lines.push(format!(
-                    "{version}: {} txnId {} writer {} carried {} fenced {}",
-                    info["operation"],
-                    info["txnId"],
-                    info["tarnWriter"],
-                    info["tarnGroup"],
-                    info["tarnFenced"]
-                ));
-            }
-        }
+        lines.push(format!(
+            "{version}: {} txnId {} writer {} carried {} fenced {}",
+            info["operation"],
+            info["txnId"],
+            info["tarnWriter"],
+            info["tarnGroup"],
+            info["tarnFenced"]
+        ));
     }
     lines.join("\n")
 }
