@@ -84,7 +84,8 @@ impl DataFileErrors {
 /// the offset index, so row selections fetch only their pages) comes from `caches` when
 /// read before, and is kept there otherwise.
 ///
-/// Fails with [`crate::Error::InvalidPath`] for a path that leaves the table,
+/// Fails with [`crate::Error::InvalidPath`] for a malformed path,
+/// [`crate::Error::PathOutsideTable`] for one that leaves the table,
 /// [`crate::Error::DataFileNotFound`] when the object is missing, and
 /// [`crate::Error::Parquet`] for a footer that does not decode.
 pub(crate) async fn open_data_file(

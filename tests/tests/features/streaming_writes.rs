@@ -143,6 +143,24 @@ async fn a_record_batch_reader_feeds_a_write_and_an_overwrite() {
     assert_eq!(count(&table).await, 30);
 }
 
+/// A reader that yields two batches, then panics.
+struct Panicking(i64);
+
+impl Iterator for Panicking {
+    type Item = Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0 += 1;
+        assert!(self.0 <= 2, "the reader broke");
+        Some(Ok(rows(self.0 * 10, 10)))
+    }
+}
+
+impl arrow::array::RecordBatchReader for Panicking {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        schema()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_stream_or_a_batch_that_does_not_fit_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -160,6 +178,14 @@ async fn a_failing_stream_or_a_batch_that_does_not_fit_commits_nothing() {
     let err = table.write_stream(failing).execute().await.unwrap_err();
     assert!(matches!(err, Error::InputStream { .. }), "{err}");
     assert!(err.to_string().contains("the source went away"), "{err}");
+
+    // A reader that panics is a failed input, never an early end.
+    let err = table
+        .write_reader(Panicking(0))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InputStream { .. }), "{err}");
 
     // A later batch with a column the first did not bring.
     let wider = RecordBatch::try_new(

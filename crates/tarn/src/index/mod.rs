@@ -78,6 +78,8 @@ impl OpenedIndex {
         if let Some(opened) = snapshot.caches().object::<OpenedIndex>(&key) {
             return Ok(opened);
         }
+        // A symbolic link under the index folder may point out of the table.
+        let path = paths::confine_on_disk(location, object, path)?;
         let store = Arc::clone(location.store());
         let wrap = |source: tarn_index::Error| Error::Index {
             index: index.to_string(),

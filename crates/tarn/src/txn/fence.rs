@@ -9,8 +9,9 @@
 //!   the application transaction `tarn.writer.<id>`. Every commit and proposal of that
 //!   writer reads its epoch's entry, so the fence conflicts with all of them: no earlier
 //!   proposal is carried past the fence, and an earlier incarnation still running fails
-//!   with [`ConflictReason::WriterFenced`]. It is persistent table state, as Delta's
-//!   `txn` action is, so it holds in checkpoints too.
+//!   with [`ConflictReason::WriterFenced`]. It is table state, as Delta's `txn` action
+//!   is, so it holds in checkpoints too, unless `delta.setTransactionRetentionDuration`
+//!   lets a checkpoint expire it.
 //! - a **commit fence**: the commit that resolves one unknown outcome names its `txnId`
 //!   in `commitInfo.tarnFenced`; no committer carries a proposal a commit between its base
 //!   and the new version names, so it is decided there.
@@ -120,6 +121,23 @@ pub(crate) fn mark(info: &mut Action, writer: Option<&Writer>, fenced: &[String]
     }
 }
 
+/// How many times a fence is committed again after losing to a conflicting commit.
+const FENCE_ATTEMPTS: u32 = 16;
+
+/// Whether a fence that failed with `e` should be committed again on the newer table: a
+/// concurrent fence of the same writer, or a schema or protocol change.
+fn refences(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Conflict {
+            reason: ConflictReason::AppTransactionCommitted { .. }
+                | ConflictReason::MetadataChanged
+                | ConflictReason::ProtocolChanged,
+            ..
+        }
+    )
+}
+
 /// Commits a new epoch for writer `id` with `txn` (a transaction on the table, which
 /// commits nothing else), retrying when another fence of the same id wins the race.
 ///
@@ -137,6 +155,7 @@ pub(crate) async fn fence_writer(
     }
     let app_id = writer_app_id(id);
     let mut snapshot = txn.snapshot.clone();
+    let mut attempt = 1;
     loop {
         let mut fence = fresh(&txn, snapshot.clone())
             .with_operation(FENCE_WRITER)
@@ -153,11 +172,12 @@ pub(crate) async fn fence_writer(
                 };
                 return Ok((writer, outcome));
             }
-            // Another fence of the same writer won: fence again above it.
-            Err(Error::Conflict {
-                reason: ConflictReason::AppTransactionCommitted { .. },
-                ..
-            }) => snapshot = snapshot.refresh().await?,
+            // Another fence of the same writer won, or a schema or protocol change landed
+            // (which conflicts with every commit): fence again above it.
+            Err(e) if refences(&e) && attempt < FENCE_ATTEMPTS => {
+                attempt += 1;
+                snapshot = snapshot.refresh().await?;
+            }
             Err(e) => return Err(e),
         }
     }
@@ -218,6 +238,7 @@ pub(crate) async fn resolve(
     // Every version before `version` was read by the writer and did not name the work.
     let mut read_up_to = unknown.version - 1;
     let mut fenced_at = None;
+    let mut attempts = 1;
     loop {
         let (commits, _) = commits_after(store, root, read_up_to, &|_, _| false, 0).await?;
         for commit in &commits {
@@ -249,6 +270,7 @@ pub(crate) async fn resolve(
                     snapshot.refresh().await?,
                 ));
             }
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         }
         match settle {
@@ -260,9 +282,15 @@ pub(crate) async fn resolve(
                     .with_parameter("txnId", unknown.txn_id.clone());
                 fence.retry.group_commit = false;
                 fence.fenced.push(unknown.txn_id.clone());
-                let outcome = fence.commit().await?;
-                fenced_at = Some(outcome.version);
-                snapshot = outcome.snapshot;
+                match fence.commit().await {
+                    Ok(outcome) => {
+                        fenced_at = Some(outcome.version);
+                        snapshot = outcome.snapshot;
+                    }
+                    // Lost to a schema or protocol change: read on, and fence again.
+                    Err(e) if refences(&e) && attempts < FENCE_ATTEMPTS => attempts += 1,
+                    Err(e) => return Err(e),
+                }
             }
         }
     }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::error::ArrowError;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
@@ -37,26 +38,64 @@ where
         .boxed()
 }
 
-/// The batches of a blocking `reader`, read on a blocking thread a couple of batches
-/// ahead of the writer.
+/// The batches of a blocking `reader`, read on a blocking thread (started when the
+/// write first asks for a batch) a couple of batches ahead of the writer. A reader that
+/// panics fails the write with [`Error::InputStream`]; it never looks like the end.
 pub(crate) fn from_reader<R>(reader: R) -> BatchStream
 where
     R: RecordBatchReader + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::mpsc::channel(2);
-    let _reader = tokio::task::spawn_blocking(move || {
-        for item in reader {
-            // The writer stopped (an error, or dropped): stop reading.
-            if tx.blocking_send(item).is_err() {
-                break;
+    type Reading = (
+        tokio::sync::mpsc::Receiver<std::result::Result<RecordBatch, ArrowError>>,
+        tokio::task::JoinHandle<()>,
+    );
+    enum State<R> {
+        Idle(R),
+        Reading(Reading),
+        Done,
+    }
+    let start = |reader: R| -> Reading {
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let thread = tokio::task::spawn_blocking(move || {
+            for item in reader {
+                let failed = item.is_err();
+                // The writer stopped (an error, or dropped), or the reader failed: stop.
+                if tx.blocking_send(item).is_err() || failed {
+                    break;
+                }
             }
+        });
+        (rx, thread)
+    };
+    futures::stream::unfold(State::Idle(reader), move |state| async move {
+        let (mut rx, thread) = match state {
+            State::Idle(reader) => start(reader),
+            State::Reading(reading) => reading,
+            State::Done => return None,
+        };
+        match rx.recv().await {
+            Some(item) => {
+                let item = item.map_err(|e| Error::InputStream {
+                    source: Arc::new(e),
+                });
+                Some((item, State::Reading((rx, thread))))
+            }
+            // The channel closed: the reader ended, or its thread panicked.
+            None => match thread.await {
+                Ok(()) => None,
+                Err(e) => {
+                    let e = ArrowError::ExternalError(Box::new(std::io::Error::other(format!(
+                        "the RecordBatchReader panicked: {e}"
+                    ))));
+                    let item = Err(Error::InputStream {
+                        source: Arc::new(e),
+                    });
+                    Some((item, State::Done))
+                }
+            },
         }
-    });
-    let batches = futures::stream::unfold(rx, |mut rx| async move {
-        let item = rx.recv().await?;
-        Some((item, rx))
-    });
-    from_stream(batches)
+    })
+    .boxed()
 }
 
 /// Conforms the batches after the first as the first was conformed: identity values drawn
