@@ -192,7 +192,7 @@ fn fresh(template: &Transaction, snapshot: Snapshot) -> Transaction {
         .with_clock(std::sync::Arc::clone(&template.clock))
 }
 
-/// How [`resolve`] settles an unknown outcome.
+/// How `Table::resolve_commit` settles an unknown outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settle {
     /// Read the log every `poll` until a commit names the work or its last version
