@@ -8,13 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
 use tarn::{ConflictReason, Error, Resolution, Settle, StoreLocation, Table, UnknownCommit};
-use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
+use tarn_store::{Fault, FaultControl, FaultOp, FaultRule, FaultStore};
 use tarn_tests::grouped::proposal_published;
 use tarn_tests::log::commit_info_at;
 use tarn_tests::part_rows::{batch, schema};
+use tarn_tests::rows::sorted_ids;
 
 /// A table on the local disk with ten rows, and its location.
 async fn table(dir: &std::path::Path) -> (Table, StoreLocation) {
@@ -39,12 +38,19 @@ async fn append_id(table: &mut Table, id: i64) -> tarn::Result<tarn::CommitOutco
 /// How many rows of the table hold `id`.
 async fn count_id(location: &StoreLocation, id: i64) -> usize {
     let table = Table::open_at(location.clone()).await.unwrap();
-    let mut n = 0;
-    for b in table.scan().collect().await.unwrap() {
-        let ids = b.column(0).as_primitive::<Int64Type>();
-        n += ids.iter().filter(|v| *v == Some(id)).count();
-    }
-    n
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
+    ids.iter().filter(|v| **v == id).count()
+}
+
+/// A handle on `location` whose requests go through a fault store seeded with `seed`,
+/// and the store's control.
+async fn faulty_writer(location: &StoreLocation, seed: u64) -> (Table, FaultControl) {
+    let faulty = FaultStore::new(Arc::clone(location.store()), seed);
+    let faults = faulty.control();
+    let writer = Table::open_at(location.clone().with_store(Arc::new(faulty)))
+        .await
+        .unwrap();
+    (writer, faults)
 }
 
 /// A writer (fenced first as `writer_id`, when given) whose append of `id` loses the race
@@ -56,11 +62,7 @@ async fn killed_with_proposal_out(
     writer_id: Option<&str>,
     id: i64,
 ) -> i64 {
-    let faulty = FaultStore::new(Arc::clone(location.store()), 11);
-    let faults = faulty.control();
-    let mut writer = Table::open_at(location.clone().with_store(Arc::new(faulty)))
-        .await
-        .unwrap();
+    let (mut writer, faults) = faulty_writer(location, 11).await;
     if let Some(w) = writer_id {
         let _ = writer.fence_writer(w).await.unwrap();
     }
@@ -171,11 +173,7 @@ async fn unknown_with_proposal_out(
     setup: &mut Table,
     id: i64,
 ) -> UnknownCommit {
-    let faulty = FaultStore::new(Arc::clone(location.store()), 13);
-    let faults = faulty.control();
-    let mut writer = Table::open_at(location.clone().with_store(Arc::new(faulty)))
-        .await
-        .unwrap();
+    let (mut writer, faults) = faulty_writer(location, 13).await;
     let base = writer.version();
     let commit = format!("*_delta_log/{:020}.json", base + 2);
     faults.add_rule(FaultRule::new(FaultOp::Put, Fault::ServerError).with_glob(commit.clone()));

@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{AsArray, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use arrow::array::{Int64Array, RecordBatch, RecordBatchIterator, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::error::ArrowError;
 use tarn::expr::{col, lit};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField, StructType};
 use tarn::{Error, Table, WriteMode};
 use tarn_tests::part_rows::{batch, schema};
+use tarn_tests::rows::{row_count, sorted_ids};
 
 /// Rows `from..from + n` in partition `p0`.
 fn rows(from: i64, n: i64) -> RecordBatch {
@@ -69,14 +70,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 async fn count(table: &Table) -> usize {
-    table
-        .scan()
-        .collect()
-        .await
-        .unwrap()
-        .iter()
-        .map(RecordBatch::num_rows)
-        .sum()
+    row_count(&table.scan().collect().await.unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,20 +244,6 @@ async fn identity_values_continue_across_the_batches_of_a_stream() {
     let stream = futures::stream::iter((0..4).map(move |_| Ok::<_, ArrowError>(values(5))));
     let _ = table.write_stream(stream).execute().await.unwrap();
     let _ = table.append([values(2)]).await.unwrap();
-    let mut ids: Vec<i64> = table
-        .scan()
-        .collect()
-        .await
-        .unwrap()
-        .iter()
-        .flat_map(|b| {
-            b.column_by_name("id")
-                .unwrap()
-                .as_primitive::<Int64Type>()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    ids.sort_unstable();
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
     assert_eq!(ids, (1..=22).collect::<Vec<i64>>());
 }

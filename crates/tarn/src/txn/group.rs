@@ -99,6 +99,12 @@ fn named(actions: &[Action]) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The `txnId`s a commit decides, which no later commit may carry: those it names and
+/// those it fences.
+fn decided_by(actions: &[Action]) -> impl Iterator<Item = &str> {
+    named(actions).chain(fence::fenced(actions))
+}
+
 /// Records in `info` (a `commitInfo`) the proposals the commit carries, and whether the
 /// whole commit is still a blind append.
 pub(crate) fn mark_group(info: &mut Action, group: &Group) {
@@ -232,7 +238,7 @@ pub(crate) async fn gather(
     let decided: HashSet<&str> = memory
         .commits
         .range(oldest + 1..version)
-        .flat_map(|(_, actions)| named(actions).chain(fence::fenced(actions)))
+        .flat_map(|(_, actions)| decided_by(actions))
         .collect();
     candidates.retain(|r| !decided.contains(r.txn_id.as_str()));
     candidates.truncate(MAX_GROUP);
@@ -308,7 +314,7 @@ pub(crate) async fn gather(
             || proposal.base + proposal.window.clamp(1, WINDOW) < version
             || between
                 .iter()
-                .any(|(_, a)| names(a, &proposal.txn_id) || fence::fences(a, &proposal.txn_id))
+                .any(|(_, a)| decided_by(a).any(|id| id == proposal.txn_id))
             || group.txn_ids.contains(&proposal.txn_id)
             || bytes + *size > MAX_GROUP_BYTES
         {
