@@ -64,6 +64,24 @@ pub fn merge_rows(rows: u64) -> impl Iterator<Item = RecordBatch> {
     })
 }
 
+/// A streamed upsert source of `source_rows` rows for the `rows`-row merge table, made
+/// batch by batch as it is read: half of it updates of existing keys spread over the
+/// whole table (key `i * 1_000_003 mod rows`, distinct as the stride is a prime that
+/// does not divide `rows`), half inserts of new keys above the table's, alternating.
+pub fn upsert_stream(rows: u64, source_rows: u64) -> impl Iterator<Item = RecordBatch> {
+    const STRIDE: u64 = 1_000_003;
+    (0..source_rows).step_by(BATCH_ROWS).map(move |start| {
+        let end = (start + BATCH_ROWS as u64).min(source_rows);
+        let keys: Vec<i64> = (start..end)
+            .map(|i| match i % 2 {
+                0 => ((i / 2).wrapping_mul(STRIDE) % rows.max(1)) as i64,
+                _ => (rows + i / 2) as i64,
+            })
+            .collect();
+        merge_batch(&keys, 1.0)
+    })
+}
+
 /// An LHBench merge source: `fraction` of a `rows`-row table, half updates of existing
 /// keys drawn at random (distinct), half inserts of new keys above the table's. Returns
 /// the batch and the number of updates in it.

@@ -4,8 +4,8 @@
 use crate::report::Reporter;
 use crate::{Bench, BenchError, cdc, index, reads, streaming, workloads};
 
-/// Every workload, in the order `all` runs them. `stream-load` (100M rows at scale 1) runs
-/// only by name.
+/// Every workload, in the order `all` runs them. `stream-load` and `stream-merge` (100M
+/// rows at scale 1) run only by name.
 pub const ALL: [&str; 7] = [
     "load",
     "merge",
@@ -29,6 +29,7 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
         "reads" => reads::reads(bench, reporter).await,
         "index" => index::index(bench, reporter).await,
         "stream-load" => streaming::stream_load(bench, reporter).await,
+        "stream-merge" => streaming::stream_merge(bench, reporter).await,
         other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
     }
 }

@@ -71,6 +71,10 @@ enum Command {
     /// The LHBench table loaded from a generator stream (100M rows at scale 1), with the
     /// process's peak memory: not part of `all`.
     StreamLoad,
+    /// A 20M-row source stream merged into the 100M-row LHBench table (at scale 1) with
+    /// a 256 MiB memory limit, under both strategies, with the process's peak memory:
+    /// not part of `all`.
+    StreamMerge,
     /// Tarn and delta-rs side by side on the same generated input (local directory
     /// only): load, reads, the LHBench merge under both strategies, reads after it, and
     /// the CDC mix; medians, the ratio delta-rs / Tarn and peak memory per row. Installs
@@ -126,6 +130,7 @@ async fn main() -> Result<(), BenchError> {
         Command::Reads => vec!["reads"],
         Command::Index => vec!["index"],
         Command::StreamLoad => vec!["stream-load"],
+        Command::StreamMerge => vec!["stream-merge"],
         Command::Compare => {
             let python = tarn_test_support::python::python();
             tarn_bench::compare::compare(&bench, python, &mut reporter).await?;

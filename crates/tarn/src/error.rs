@@ -348,6 +348,16 @@ pub enum Error {
         source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
     },
 
+    /// A local file a MERGE spilled its source to could not be written or read back.
+    #[error("the merge spill file {path:?} failed: {source}")]
+    Spill {
+        /// The spill file or directory.
+        path: std::path::PathBuf,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// An Arrow computation failed.
     #[error("Arrow error while {context}: {source}")]
     Arrow {

@@ -78,7 +78,9 @@ pub use background::settle_background_work;
 pub use changes::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
-pub use dml::{DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder};
+pub use dml::{
+    DEFAULT_MERGE_MEMORY_LIMIT, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder,
+};
 pub use error::{ConflictReason, Error, Result, UnknownCommit};
 pub use index::{IndexDefinition, IndexKind, IndexMode, IndexOptions, IndexSegment, IndexUse};
 pub use indexing::{CreateIndexBuilder, IndexInfo, OptimizeIndicesOutcome};

@@ -22,6 +22,7 @@ mod indices;
 mod large_files;
 mod path_escapes;
 mod planning;
+mod ranged_merges;
 mod row_groups;
 mod row_tracking;
 mod streaming_writes;

@@ -26,7 +26,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 pub use delete::DeleteBuilder;
-pub use merge::MergeBuilder;
+pub use merge::{DEFAULT_MERGE_MEMORY_LIMIT, MergeBuilder};
 pub use update::UpdateBuilder;
 
 use crate::protocol::properties::ChangeStrategy;
@@ -382,6 +382,22 @@ pub(crate) async fn apply_changes(
     now_ms: i64,
     metrics: &mut DmlMetrics,
 ) -> Result<()> {
+    mark_deleted(txn, snapshot, changes, now_ms, metrics).await?;
+    let written = write_rows(snapshot, new_rows, now_ms).await?;
+    rewrite::commit_rewrites(txn, snapshot, Vec::new(), written, feed, now_ms, metrics).await
+}
+
+/// Puts a deletion vector for each changed file into `txn` (its earlier one included; a
+/// file whose every row goes is removed instead), uploading those too large to inline.
+///
+/// Fails when a deletion-vector file cannot be uploaded.
+pub(crate) async fn mark_deleted(
+    txn: &mut Transaction,
+    snapshot: &Snapshot,
+    changes: Vec<FileChange>,
+    now_ms: i64,
+    metrics: &mut DmlMetrics,
+) -> Result<()> {
     let location = snapshot.location();
     let threshold = snapshot.properties().inline_dv_threshold();
     let mut dv_file = DvFileWriter::new();
@@ -403,8 +419,7 @@ pub(crate) async fn apply_changes(
         txn.add_file(add.with_deletion_vector(descriptor));
     }
     metrics.bytes_written += dv_file.upload(location).await?;
-    let written = write_rows(snapshot, new_rows, now_ms).await?;
-    rewrite::commit_rewrites(txn, snapshot, Vec::new(), written, feed, now_ms, metrics).await
+    Ok(())
 }
 
 /// Starts the clock and the transaction of an operation.

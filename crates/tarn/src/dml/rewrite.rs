@@ -38,6 +38,8 @@ pub(crate) struct ChunkChange {
     pub(crate) replaced: Vec<u32>,
     /// Source rows the chunk matched (MERGE), to find ambiguous and unmatched ones.
     pub(crate) matched_sources: Vec<u32>,
+    /// Chunk rows a source row matched (MERGE), beside `matched_sources`.
+    pub(crate) matched_targets: Vec<u32>,
     /// Rows deleted outright.
     pub(crate) rows_deleted: u64,
     /// Rows updated.

@@ -3,7 +3,7 @@
 use arrow::array::RecordBatch;
 use parquet::file::properties::WriterProperties;
 
-use super::streamed::{BatchStream, Conformer, from_reader, from_stream, write_stream};
+use super::streamed::{Conformer, Input, from_reader, from_stream, write_stream};
 use super::{
     Checks, FileWriteOptions, SchemaMode, StatsColumns, WriteMode, WrittenFiles, ensure_rows_match,
     fill_identity, prepare_batches, write_files,
@@ -126,21 +126,6 @@ impl WriteOutcome {
             files_removed: 0,
             rows_written: 0,
             bytes_written: 0,
-        }
-    }
-}
-
-/// What a write writes.
-enum Input {
-    Batches(Vec<RecordBatch>),
-    Stream(BatchStream),
-}
-
-impl std::fmt::Debug for Input {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Input::Batches(b) => write!(f, "{} batches", b.len()),
-            Input::Stream(_) => f.write_str("a stream of batches"),
         }
     }
 }

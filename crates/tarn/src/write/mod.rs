@@ -28,6 +28,7 @@ pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
 pub(crate) use generated::without_generated;
 pub(crate) use identity::{Identity, fill_identity, identity_columns};
 pub(crate) use stream::StreamWriter;
+pub(crate) use streamed::{BatchStream, Input, from_reader, from_stream, write_new_table};
 
 use crate::conform::{Source, conform};
 use crate::error::{Error, Result};

@@ -11,17 +11,35 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::{
-    FileWriteOptions, SchemaMode, StreamWriter, WrittenFiles, ensure_rows_match, fill_identity,
-    prepare_batches,
+    Checks, FileWriteOptions, SchemaMode, StatsColumns, StreamWriter, WrittenFiles,
+    ensure_rows_match, fill_identity, prepare_batches,
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::indexing::{BuiltSegments, InlineSegments};
+use crate::protocol::properties::DEFAULT_TARGET_FILE_SIZE;
 use crate::protocol::{Metadata, StructType};
 use crate::snapshot::{PartitionColumn, Snapshot};
 
 /// A write's input as a stream of batches, errors already Tarn's.
 pub(crate) type BatchStream = BoxStream<'static, Result<RecordBatch>>;
+
+/// What a write (or a MERGE) takes in: batches already in memory, or a stream of them.
+pub(crate) enum Input {
+    /// Batches in memory.
+    Batches(Vec<RecordBatch>),
+    /// Batches as they arrive.
+    Stream(BatchStream),
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::Batches(b) => write!(f, "{} batches", b.len()),
+            Input::Stream(_) => f.write_str("a stream of batches"),
+        }
+    }
+}
 
 /// `stream` with its errors as [`Error::InputStream`].
 pub(crate) fn from_stream<S, E>(stream: S) -> BatchStream
@@ -208,4 +226,58 @@ pub(crate) async fn write_stream(
         .build(snapshot, &files.adds, &options.capture, &files.captured)
         .await?;
     Ok((files, Some(built)))
+}
+
+/// Writes every batch of `first` and `rest` as the data files of a table being created
+/// (`snapshot` holds its protocol and metadata, no files and no indices), each batch
+/// conformed as an append conforms it. Returns the files and, when identity columns drew
+/// values, the metadata with their high-water marks moved.
+///
+/// Fails as [`write_stream`] does. Files already uploaded are left for `vacuum`.
+pub(crate) async fn write_new_table(
+    snapshot: &Snapshot,
+    first: Option<RecordBatch>,
+    rest: BatchStream,
+    now_ms: i64,
+) -> Result<(WrittenFiles, Option<Metadata>)> {
+    let first: Vec<RecordBatch> = first.into_iter().collect();
+    let (first, marked) = fill_identity(snapshot.schema(), &first)?;
+    let schema = marked.clone().unwrap_or_else(|| snapshot.schema().clone());
+    let partitions = snapshot.partition_columns();
+    let (first, _) = prepare_batches(&schema, partitions, &first, SchemaMode::Strict)?;
+    let options = FileWriteOptions {
+        target_file_size: snapshot
+            .properties()
+            .target_file_size()
+            .unwrap_or(DEFAULT_TARGET_FILE_SIZE),
+        stats_columns: StatsColumns::of(snapshot)?,
+        writer_properties: None,
+        compression: snapshot.properties().data_compression()?,
+        modification_time: now_ms,
+        capture: Vec::new(),
+        file_per_batch: false,
+        change_data: false,
+        hidden: Vec::new(),
+        checks: Checks::of(snapshot.metadata(), &schema)?,
+    };
+    let mut conformer = Conformer::new(schema.clone(), partitions, SchemaMode::Strict, None);
+    let (written, _) = write_stream(
+        snapshot,
+        &schema,
+        first,
+        rest,
+        &mut conformer,
+        &options,
+        &InlineSegments::of(snapshot)?,
+    )
+    .await?;
+    let marked = marked.map(|schema| {
+        let mut metadata = snapshot.metadata().clone();
+        metadata.schema_string = schema.to_json();
+        (schema, metadata)
+    });
+    let metadata = conformer
+        .final_metadata(snapshot, marked)
+        .map(|(_, metadata)| metadata);
+    Ok((written, metadata))
 }

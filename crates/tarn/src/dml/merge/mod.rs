@@ -6,35 +6,46 @@
 //! [`Error::MergeDuplicateMatch`] and nothing is committed. Target files are pruned with
 //! the source's keys (an IN list, or their range) before any is read.
 //!
+//! A source given as a stream is held in memory while it fits the merge's memory limit;
+//! a larger one is spilled to local disk in key ranges and matched a range at a time
+//! (`spill`, `ranged`), so no source is too large.
+//!
 //! [`target_col`]: crate::expr::target_col
 //! [`source_col`]: crate::expr::source_col
 
+mod apply;
 mod plan;
+mod ranged;
+mod spill;
+mod targets;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::{BooleanArray, RecordBatch};
-use arrow::compute::{and, concat_batches, filter_record_batch, not};
-use futures::{StreamExt, TryStreamExt};
-use roaring::RoaringTreemap;
+use arrow::array::RecordBatch;
 
-use super::rewrite::{ChunkChange, Decide, commit_rewrites};
-use super::row_ids;
-use super::update::{assign, check_partition_moves};
+use super::rewrite::{Decide, commit_rewrites};
 use super::{
-    ChangeKind, ChangeStrategy, DmlMetrics, DmlOutcome, Feed, FileChange, apply_changes,
-    copy_on_write, finish, now, positions_of, read_candidates, read_selected, records_feed,
-    refuse_if_append_only, resolve_strategy, start, write_rows,
+    ChangeStrategy, DmlMetrics, DmlOutcome, FileChange, apply_changes, copy_on_write, finish, now,
+    refuse_if_append_only, resolve_strategy, row_ids, start, write_rows,
 };
 use crate::error::{Error, Result};
 use crate::expr::Expr;
-use crate::protocol::{Add, StructType};
-use crate::scan::FileRows;
+use crate::protocol::Add;
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::Transaction;
-use crate::write::{fill_identity, identity_columns};
-use plan::{MergePlan, null_rows, selected, take_rows};
+use crate::write::{Input, from_reader, from_stream};
+use apply::{
+    TargetChanges, brought_identity, change_target, commit_identity_marks, count_matches,
+    draw_identity, insert_rows, inserted_feed,
+};
+use plan::MergePlan;
+use spill::{Gathered, KeyEncoder};
+
+/// The memory a streamed MERGE source may take before it is spilled to local disk, by
+/// default: 512 MiB.
+pub const DEFAULT_MERGE_MEMORY_LIMIT: usize = 512 << 20;
 
 /// One clause of a MERGE, in the order given.
 #[derive(Debug, Clone)]
@@ -53,7 +64,9 @@ enum Clause {
 #[must_use]
 pub struct MergeBuilder<'a> {
     table: &'a mut Table,
-    source: Vec<RecordBatch>,
+    source: Input,
+    memory_limit: usize,
+    spill_dir: Option<PathBuf>,
     keys: Vec<(String, String)>,
     condition: Option<Expr>,
     clauses: Vec<Clause>,
@@ -64,9 +77,38 @@ pub struct MergeBuilder<'a> {
 impl Table {
     /// Starts a MERGE of `source` into the table.
     pub fn merge(&mut self, source: impl IntoIterator<Item = RecordBatch>) -> MergeBuilder<'_> {
+        self.merge_input(Input::Batches(source.into_iter().collect()))
+    }
+
+    /// Starts a MERGE whose source is a stream of batches. A source within the memory
+    /// limit ([`MergeBuilder::with_memory_limit`]) is held in memory; a larger one is
+    /// spilled to local disk in key ranges and matched a range at a time, so memory holds
+    /// one range, however large the source. A stream error fails the merge with
+    /// [`Error::InputStream`] and commits nothing.
+    pub fn merge_stream<S, E>(&mut self, source: S) -> MergeBuilder<'_>
+    where
+        S: futures::Stream<Item = std::result::Result<RecordBatch, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.merge_input(Input::Stream(from_stream(source)))
+    }
+
+    /// Starts a MERGE whose source is the batches of `reader` (an Arrow
+    /// `RecordBatchReader`), read on a blocking thread, as
+    /// [`merge_stream`](Self::merge_stream) does.
+    pub fn merge_reader<R>(&mut self, reader: R) -> MergeBuilder<'_>
+    where
+        R: arrow::array::RecordBatchReader + Send + 'static,
+    {
+        self.merge_input(Input::Stream(from_reader(reader)))
+    }
+
+    fn merge_input(&mut self, source: Input) -> MergeBuilder<'_> {
         MergeBuilder {
             table: self,
-            source: source.into_iter().collect(),
+            source,
+            memory_limit: DEFAULT_MERGE_MEMORY_LIMIT,
+            spill_dir: None,
             keys: Vec::new(),
             condition: None,
             clauses: Vec::new(),
@@ -180,6 +222,22 @@ impl MergeBuilder<'_> {
         self
     }
 
+    /// The bytes (in Arrow memory) of a streamed source held at once: a source larger
+    /// than this is spilled to local disk and matched in key ranges of about this size
+    /// ([`DEFAULT_MERGE_MEMORY_LIMIT`] unless set). A source given as batches is already
+    /// in memory and is matched whole.
+    pub fn with_memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// The local directory spill files go under (the system's temporary directory
+    /// unless set); they are removed when the merge ends, whatever its outcome.
+    pub fn with_spill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spill_dir = Some(dir.into());
+        self
+    }
+
     /// Whether updates may assign partition columns (moving rows between partitions).
     pub fn with_partition_moves(mut self, allow: bool) -> Self {
         self.allow_partition_moves = allow;
@@ -198,19 +256,19 @@ impl MergeBuilder<'_> {
     /// [`Error::SchemaMismatch`] when it inserts values for a `GENERATED ALWAYS` identity
     /// column (those it leaves out are drawn as appends draw them), and as
     /// [`crate::Transaction::commit`] does. Nothing is committed on failure.
-    // Long by design: the statement's steps in order (plan, candidate files, each
-    // strategy's changes, inserts, commit), each step a call of its own.
     pub async fn execute(self) -> Result<DmlOutcome> {
         let MergeBuilder {
             table,
             source,
+            memory_limit,
+            spill_dir,
             keys,
             condition,
             clauses,
             strategy,
             allow_partition_moves,
         } = self;
-        let (started, mut txn) = start(table, "MERGE");
+        let (started, txn) = start(table, "MERGE");
         let snapshot = txn.snapshot().clone();
         let strategy = resolve_strategy(&snapshot, strategy)?;
         // Inserting merges only append.
@@ -222,19 +280,72 @@ impl MergeBuilder<'_> {
         }) {
             refuse_if_append_only(&snapshot, "merge")?;
         }
-        let brought = brought_identity(snapshot.schema(), &clauses, &source)?;
         if keys.is_empty() || clauses.is_empty() {
             return Err(Error::InvalidArgument {
                 name: "merge",
                 reason: "a merge needs key columns and at least one clause".into(),
             });
         }
-        let plan = MergePlan::new(&snapshot, source, &keys, condition.as_ref(), &clauses)?;
+        let mut txn = txn.with_parameter("strategy", format!("{strategy:?}"));
+        let merge = Merge {
+            snapshot: &snapshot,
+            keys: &keys,
+            condition: condition.as_ref(),
+            clauses: &clauses,
+            strategy,
+            allow_partition_moves,
+            now: now(table),
+            memory_limit,
+        };
         let mut metrics = DmlMetrics::default();
+        let source = match source {
+            Input::Batches(batches) => batches,
+            Input::Stream(stream) => {
+                let encoder = KeyEncoder::new(&snapshot, &keys)?;
+                let parent = spill_dir.unwrap_or_else(std::env::temp_dir);
+                match spill::gather(stream, &encoder, memory_limit, &parent).await? {
+                    Gathered::InMemory(batches) => batches,
+                    Gathered::Ranges(ranges) => {
+                        txn = txn.with_parameter("sourceRanges", ranges.len());
+                        merge.ranged(&mut txn, ranges, &mut metrics).await?;
+                        return finish(table, txn, started, metrics).await;
+                    }
+                }
+            }
+        };
+        merge.in_memory(&mut txn, source, &mut metrics).await?;
+        finish(table, txn, started, metrics).await
+    }
+}
+
+/// A MERGE's settings, checked, over one snapshot.
+struct Merge<'a> {
+    snapshot: &'a Snapshot,
+    keys: &'a [(String, String)],
+    condition: Option<&'a Expr>,
+    clauses: &'a [Clause],
+    strategy: ChangeStrategy,
+    allow_partition_moves: bool,
+    now: i64,
+    memory_limit: usize,
+}
+
+impl Merge<'_> {
+    /// Matches a source held in memory whole and puts the changes into `txn`.
+    async fn in_memory(
+        &self,
+        txn: &mut Transaction,
+        source: Vec<RecordBatch>,
+        metrics: &mut DmlMetrics,
+    ) -> Result<()> {
+        let snapshot = self.snapshot;
+        let plan = MergePlan::new(snapshot, source, self.keys, self.condition, self.clauses)?;
+        let brought = brought_identity(snapshot.schema(), self.clauses, &plan.source.schema())?;
 
         // Target files that may hold a matching key (all of them when rows unmatched by
         // the source can change).
-        let by_source = clauses
+        let by_source = self
+            .clauses
             .iter()
             .any(|c| matches!(c, Clause::BySourceUpdate(..) | Clause::BySourceDelete(..)));
         let scan = match (&plan.key_filter, by_source) {
@@ -248,345 +359,44 @@ impl MergeBuilder<'_> {
             _ => txn.record_read_whole_table(),
         }
         txn.record_read_files(&files.files);
-        txn = txn.with_parameter("strategy", format!("{strategy:?}"));
 
-        let now = now(table);
         let plan = Arc::new(plan);
-        let source_rows = plan.source.num_rows();
-        if strategy == ChangeStrategy::CopyOnWrite {
+        if self.strategy == ChangeStrategy::CopyOnWrite {
             let cow = CopyOnWriteMerge {
                 plan: &plan,
-                snapshot: &snapshot,
+                snapshot,
                 brought: &brought,
-                allow_partition_moves,
-                now,
+                allow_partition_moves: self.allow_partition_moves,
+                now: self.now,
             };
-            cow.run(&mut txn, files.files, &mut metrics).await?;
-            return finish(table, txn, started, metrics).await;
+            return cow.run(txn, files.files, metrics).await;
         }
 
         metrics.files_scanned = files.files.len();
-        let hidden = row_ids::hidden_fields(&snapshot);
-        let targets = if by_source {
-            // Every target row may change: read the candidates whole, once.
-            read_candidates(&snapshot, &files.files).await?
-        } else {
-            // The rows a key index found, or else the keys first and then just the rows a
-            // source key hits.
-            let names = plan.key_names();
-            let mut wanted = Vec::new();
-            let mut unindexed = Vec::new();
-            for add in &files.files {
-                match files.rows_of(&snapshot, add) {
-                    Some(rows) => wanted.push((add.clone(), Some(rows.clone()))),
-                    None => unindexed.push((add.clone(), None)),
-                }
-            }
-            // When the clauses need nothing of the target but its keys (an upsert setting
-            // every column from the source), the keys are all that is read.
-            let keys_only = !plan.needs_target_values() && snapshot.partition_columns().is_empty();
-            if keys_only {
-                unindexed.append(&mut wanted);
-            }
-            let keyed = read_selected(
-                &snapshot
-                    .scan()
-                    .select(names.clone())
-                    .with_row_ids(hidden.clone()),
-                unindexed,
-            )
-            .await?;
-            // Each file's keys are probed on a task of its own: every core probes.
-            let cores = crate::tasks::cores();
-            let probed: Vec<_> = futures::stream::iter(keyed)
-                .map(|(add, rows)| {
-                    let (plan, names) = (Arc::clone(&plan), names.clone());
-                    crate::tasks::spawn("probing merge keys", async move {
-                        let hits = plan.key_hits(&rows.batch, &names)?;
-                        Ok((add, rows, hits))
-                    })
-                })
-                .buffered(cores)
-                .try_collect()
-                .await?;
-            let mut targets = Vec::new();
-            for (add, rows, hits) in probed {
-                if hits.is_empty() {
-                    continue;
-                }
-                let positions: Vec<u64> =
-                    hits.iter().map(|h| rows.positions[*h as usize]).collect();
-                if keys_only {
-                    let keys = take_rows(&rows.batch, &hits)?;
-                    let batch = plan.keys_only_target(&keys)?;
-                    let (physical_rows, deleted_before) = (rows.physical_rows, rows.deleted_before);
-                    let ids = rows.ids.map(|ids| ids.take(&hits)).transpose()?;
-                    targets.push((
-                        add,
-                        FileRows {
-                            batch,
-                            positions,
-                            physical_rows,
-                            deleted_before,
-                            ids,
-                        },
-                    ));
-                } else {
-                    wanted.push((add, Some(positions.into_iter().collect())));
-                }
-            }
-            if !keys_only {
-                targets = read_selected(&row_ids::scan_with_ids(&snapshot), wanted).await?;
-            }
-            targets
-        };
-        let mut source_matches = vec![0u32; source_rows];
+        let hidden = row_ids::hidden_fields(snapshot);
+        let targets = targets::read_targets(&plan, snapshot, &files, by_source).await?;
+        let mut changed = TargetChanges::new(&plan, snapshot, &hidden, self.allow_partition_moves);
         let mut changes = Vec::new();
-        let mut new_rows = Vec::new();
-        let mut feed = Feed::new();
         for (add, rows) in targets {
-            let change = change_target(&plan, &snapshot, &rows.batch, allow_partition_moves)?;
-            count_matches(&plan, &mut source_matches, &change.matched_sources)?;
-            metrics.rows_updated += change.rows_updated;
-            metrics.rows_deleted += change.rows_deleted;
-            let deleted = match &change.deleted {
-                Some(mask) => positions_of(&rows, mask),
-                None => RoaringTreemap::new(),
-            };
-            // Updated rows keep their row ids when the table keeps them.
-            match (&rows.ids, change.replacement.is_empty()) {
-                (Some(ids), false) => {
-                    let updated =
-                        concat_batches(&change.replacement[0].schema(), &change.replacement)
-                            .map_err(Error::arrow("merge"))?;
-                    txn.note_row_ids_kept(change.replaced.len() == updated.num_rows());
-                    new_rows.push(ids.updated(&updated, &change.replaced, &hidden)?);
-                }
-                (None, false) => {
-                    txn.note_row_ids_kept(false);
-                    new_rows.extend(change.replacement);
-                }
-                (_, true) => {}
-            }
-            feed.extend(change.feed);
+            let (deleted, _) = changed.file(txn, &rows, metrics)?;
             changes.push(FileChange { add, rows, deleted });
         }
-        let inserts = insert_rows(&plan, &snapshot, &source_matches, &mut metrics)?;
-        let inserts = draw_identity(&mut txn, &snapshot, inserts, &brought)?;
-        feed.extend(inserted_feed(&snapshot, &inserts));
+        let TargetChanges {
+            source_matches,
+            mut new_rows,
+            mut feed,
+            ..
+        } = changed;
+        let inserts = insert_rows(&plan, snapshot, &source_matches, metrics)?;
+        let mut schema = snapshot.schema().clone();
+        let (inserts, moved) = draw_identity(&mut schema, inserts, &brought)?;
+        if moved {
+            commit_identity_marks(txn, snapshot, &schema);
+        }
+        feed.extend(inserted_feed(snapshot, &inserts));
         new_rows.extend(inserts);
-        apply_changes(
-            &mut txn,
-            &snapshot,
-            changes,
-            new_rows,
-            feed,
-            now,
-            &mut metrics,
-        )
-        .await?;
-        finish(table, txn, started, metrics).await
+        apply_changes(txn, snapshot, changes, new_rows, feed, self.now, metrics).await
     }
-}
-
-/// The change data feed of a merge's inserted rows, when the table records one.
-fn inserted_feed(snapshot: &Snapshot, inserts: &[RecordBatch]) -> Feed {
-    match records_feed(snapshot) {
-        true => inserts
-            .iter()
-            .map(|b| (b.clone(), ChangeKind::Insert))
-            .collect(),
-        false => Feed::new(),
-    }
-}
-
-/// Inserted rows with values for the identity columns the merge does not bring (the
-/// commit moves their high-water marks); `brought` ones must allow explicit values.
-///
-/// Fails with [`Error::SchemaMismatch`] when the merge brings values for a `GENERATED
-/// ALWAYS` identity column.
-fn draw_identity(
-    txn: &mut crate::txn::Transaction,
-    snapshot: &Snapshot,
-    inserts: Vec<RecordBatch>,
-    brought: &[String],
-) -> Result<Vec<RecordBatch>> {
-    let schema = snapshot.schema();
-    let mut drawn = Vec::new();
-    for (name, identity) in identity_columns(schema)? {
-        if brought.contains(&name) {
-            if !identity.allows_explicit_insert() {
-                return Err(Error::SchemaMismatch {
-                    reason: format!(
-                        "column {name:?} is GENERATED ALWAYS AS IDENTITY: the merge may not \
-                         insert values for it"
-                    ),
-                });
-            }
-        } else {
-            drawn.push(name);
-        }
-    }
-    if drawn.is_empty() || inserts.is_empty() {
-        return Ok(inserts);
-    }
-    let without: Vec<RecordBatch> = inserts
-        .iter()
-        .map(|b| {
-            let keep: Vec<usize> = (0..b.num_columns())
-                .filter(|i| !drawn.contains(b.schema().field(*i).name()))
-                .collect();
-            b.project(&keep).map_err(Error::arrow("merge"))
-        })
-        .collect::<Result<_>>()?;
-    let (filled, marked) = fill_identity(schema, &without)?;
-    if let Some(schema) = marked {
-        let mut metadata = snapshot.metadata().clone();
-        metadata.schema_string = schema.to_json();
-        txn.set_metadata(metadata);
-    }
-    Ok(filled)
-}
-
-/// Counts the source rows a target chunk matched; a source row matching a second
-/// target row is ambiguous.
-fn count_matches(plan: &MergePlan, counts: &mut [u32], matched: &[u32]) -> Result<()> {
-    for s in matched {
-        counts[*s as usize] += 1;
-        if counts[*s as usize] > 1 {
-            return Err(plan.duplicate(*s as usize, "matches more than one target row"));
-        }
-    }
-    Ok(())
-}
-
-/// What the merge does to a chunk of target rows: the first matched clause whose
-/// condition holds applies to each matched row, the first not-matched-by-source clause to
-/// each unmatched one; deleted and updated rows go, updated ones come back as
-/// replacement rows.
-fn change_target(
-    plan: &MergePlan,
-    snapshot: &Snapshot,
-    target: &RecordBatch,
-    allow_partition_moves: bool,
-) -> Result<ChunkChange> {
-    let cdf = records_feed(snapshot);
-    let (t_idx, s_idx) = plan.matches(target)?;
-    let mut change = ChunkChange::default();
-    let mut deleted = vec![false; target.num_rows()];
-    let mut apply = |clauses: &[plan::BoundClause],
-                     rows: &RecordBatch,
-                     idx: &[u32],
-                     change: &mut ChunkChange|
-     -> Result<()> {
-        let mut remaining = BooleanArray::from(vec![true; idx.len()]);
-        for clause in clauses {
-            let hit = clause.mask(rows, &remaining)?;
-            remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-                .map_err(Error::arrow("merge"))?;
-            let chosen: Vec<u32> = selected(idx, &hit);
-            for t in &chosen {
-                deleted[*t as usize] = true;
-            }
-            if let Some(assignments) = &clause.assignments {
-                let old = take_rows(target, &chosen)?;
-                let inputs = filter_record_batch(rows, &hit).map_err(Error::arrow("merge"))?;
-                let new = assign(&old, &inputs, assignments)?;
-                check_partition_moves(snapshot, &old, &new, assignments, allow_partition_moves)?;
-                if cdf {
-                    change.feed.push((old, ChangeKind::UpdatePreimage));
-                    change.feed.push((new.clone(), ChangeKind::UpdatePostimage));
-                }
-                change.replacement.push(new);
-                change.replaced.extend(&chosen);
-                change.rows_updated += chosen.len() as u64;
-            } else {
-                if cdf {
-                    change
-                        .feed
-                        .push((take_rows(target, &chosen)?, ChangeKind::Delete));
-                }
-                change.rows_deleted += chosen.len() as u64;
-            }
-        }
-        Ok(())
-    };
-    // Matched pairs.
-    let pairs = plan.pairs(target, &t_idx, &s_idx)?;
-    apply(&plan.matched, &pairs, &t_idx, &mut change)?;
-    // Target rows no source row matched.
-    if !plan.by_source.is_empty() {
-        let mut was_matched = vec![false; target.num_rows()];
-        for t in &t_idx {
-            was_matched[*t as usize] = true;
-        }
-        let unmatched: Vec<u32> = (0..target.num_rows() as u32)
-            .filter(|i| !was_matched[*i as usize])
-            .collect();
-        let lonely = plan.target_only(target, &unmatched)?;
-        apply(&plan.by_source, &lonely, &unmatched, &mut change)?;
-    }
-    change.matched_sources = s_idx;
-    change.deleted = Some(BooleanArray::from(deleted));
-    Ok(change)
-}
-
-/// The rows the not-matched clauses insert for source rows no target row matched.
-fn insert_rows(
-    plan: &MergePlan,
-    snapshot: &Snapshot,
-    source_matches: &[u32],
-    metrics: &mut DmlMetrics,
-) -> Result<Vec<RecordBatch>> {
-    let unmatched: Vec<u32> = (0..plan.source.num_rows() as u32)
-        .filter(|s| source_matches[*s as usize] == 0)
-        .collect();
-    let mut out = Vec::new();
-    if unmatched.is_empty() || plan.not_matched.is_empty() {
-        return Ok(out);
-    }
-    let lonely = plan.source_only(&unmatched)?;
-    let mut remaining = BooleanArray::from(vec![true; unmatched.len()]);
-    for clause in &plan.not_matched {
-        let hit = clause.mask(&lonely, &remaining)?;
-        remaining = and(&remaining, &not(&hit).map_err(Error::arrow("merge"))?)
-            .map_err(Error::arrow("merge"))?;
-        let inputs = filter_record_batch(&lonely, &hit).map_err(Error::arrow("merge"))?;
-        if inputs.num_rows() == 0 {
-            continue;
-        }
-        let empty = RecordBatch::new_empty(Arc::clone(snapshot.arrow_schema()));
-        let nulls = null_rows(&empty, inputs.num_rows())?;
-        out.push(assign(
-            &nulls,
-            &inputs,
-            clause.assignments.as_deref().unwrap_or(&[]),
-        )?);
-        metrics.rows_inserted += inputs.num_rows() as u64;
-    }
-    Ok(out)
-}
-
-/// The identity columns the inserts of `clauses` bring values for (those they leave out
-/// are drawn as appends draw them).
-fn brought_identity(
-    schema: &StructType,
-    clauses: &[Clause],
-    source: &[RecordBatch],
-) -> Result<Vec<String>> {
-    Ok(identity_columns(schema)?
-        .into_iter()
-        .filter(|(name, _)| {
-            clauses.iter().any(|c| match c {
-                Clause::NotMatchedInsert(_, sets) => sets.iter().any(|(n, _)| n == name),
-                Clause::NotMatchedInsertAll(_) => {
-                    source.iter().any(|b| b.schema().index_of(name).is_ok())
-                }
-                _ => false,
-            })
-        })
-        .map(|(name, _)| name)
-        .collect())
 }
 
 /// A copy-on-write MERGE: each candidate file streams through the match, its updated rows
@@ -622,7 +432,11 @@ impl CopyOnWriteMerge<'_> {
             count_matches(plan, &mut source_matches, &r.matched_sources)?;
         }
         let inserts = insert_rows(plan, snapshot, &source_matches, metrics)?;
-        let inserts = draw_identity(txn, snapshot, inserts, self.brought)?;
+        let mut schema = snapshot.schema().clone();
+        let (inserts, moved) = draw_identity(&mut schema, inserts, self.brought)?;
+        if moved {
+            commit_identity_marks(txn, snapshot, &schema);
+        }
         let feed = inserted_feed(snapshot, &inserts);
         let inserted = write_rows(snapshot, inserts, now).await?;
         commit_rewrites(txn, snapshot, rewrites, inserted, feed, now, metrics).await?;

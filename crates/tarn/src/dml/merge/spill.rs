@@ -1,0 +1,367 @@
+//! A MERGE source given as a stream: held in memory while it fits the merge's memory
+//! limit, else spilled to local Arrow IPC files and cut into key ranges, each about the
+//! size of the limit, that the merge then matches one at a time.
+//!
+//! Spilling takes two passes over local disk: the stream goes to one file while a
+//! reservoir sample of its (row-encoded) keys is kept; the sample's quantiles cut the key
+//! space into ranges; the file is then read back and each row goes to its range's file.
+//! Row-encoded keys sort as the keys do, so a range is a run of keys and every row with a
+//! given key lands in the same range (rows with a null key, which match nothing, go to
+//! the first).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::SchemaRef;
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use arrow::row::{RowConverter, Rows, SortField};
+use futures::StreamExt;
+
+use crate::conform::{Source, conform};
+use crate::error::{Error, Result};
+use crate::protocol::StructField;
+use crate::snapshot::Snapshot;
+use crate::write::BatchStream;
+
+/// Keys kept in the reservoir sample the ranges are cut from.
+const SAMPLE_SIZE: usize = 64 * 1024;
+
+/// The source of a merge, gathered.
+pub(super) enum Gathered {
+    /// It fitted the limit: all of it.
+    InMemory(Vec<RecordBatch>),
+    /// It did not: spilled, in key ranges.
+    Ranges(SpilledRanges),
+}
+
+/// Row-encodes a merge source's keys, converted to the target's key types.
+#[derive(Clone)]
+pub(super) struct KeyEncoder {
+    /// (source column, target field) per key.
+    keys: Vec<(String, StructField)>,
+    converter: Arc<RowConverter>,
+}
+
+impl KeyEncoder {
+    /// The encoder of `keys` ((target column, source column) pairs).
+    ///
+    /// Fails with [`Error::UnknownColumn`] for a key the target lacks.
+    pub(super) fn new(snapshot: &Snapshot, keys: &[(String, String)]) -> Result<Self> {
+        let target = snapshot.schema();
+        let keys = keys
+            .iter()
+            .map(|(t, s)| {
+                let field = target.field(t).ok_or_else(|| Error::UnknownColumn {
+                    column: t.clone(),
+                    available: target.field_names(),
+                })?;
+                Ok((s.clone(), field.clone()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let fields = keys
+            .iter()
+            .map(|(_, f)| SortField::new(f.data_type.to_arrow()))
+            .collect();
+        let converter = RowConverter::new(fields).map_err(Error::arrow("preparing merge keys"))?;
+        Ok(Self {
+            keys,
+            converter: Arc::new(converter),
+        })
+    }
+
+    /// The batch's keys, row-encoded, and per row whether any key is null.
+    ///
+    /// Fails with [`Error::SchemaMismatch`] when the batch lacks a key column or its
+    /// values do not convert to the target's type.
+    fn encode(&self, batch: &RecordBatch) -> Result<(Rows, Vec<bool>)> {
+        let columns = self
+            .keys
+            .iter()
+            .map(|(s, field)| {
+                let column = batch
+                    .column_by_name(s)
+                    .ok_or_else(|| Error::SchemaMismatch {
+                        reason: format!("the source has no key column {s:?}"),
+                    })?;
+                conform(column, field, Source::Input)
+                    .map_err(|reason| Error::SchemaMismatch { reason })
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let nulls = (0..batch.num_rows())
+            .map(|i| columns.iter().any(|c| c.is_null(i)))
+            .collect();
+        let rows = self
+            .converter
+            .convert_columns(&columns)
+            .map_err(Error::arrow("encoding merge keys"))?;
+        Ok((rows, nulls))
+    }
+}
+
+/// A directory of spill files, removed with everything in it when dropped.
+pub(super) struct SpillDir(PathBuf);
+
+impl SpillDir {
+    /// A fresh directory under `parent`.
+    ///
+    /// Fails with [`Error::Spill`] when it cannot be created.
+    pub(super) fn new(parent: &Path) -> Result<Self> {
+        let path = parent.join(format!("tarn-merge-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&path).map_err(spill_error(&path))?;
+        Ok(Self(path))
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        // Best effort: a leftover directory under the temp dir harms nothing.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn spill_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Spill {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn spill_arrow_error(path: &Path) -> impl FnOnce(arrow::error::ArrowError) -> Error + '_ {
+    move |e| match e {
+        arrow::error::ArrowError::IoError(_, source) => spill_error(path)(source),
+        other => Error::arrow(format!("spilling the merge source to {}", path.display()))(other),
+    }
+}
+
+/// The spilled source, one IPC file per key range, in key order.
+pub(super) struct SpilledRanges {
+    dir: SpillDir,
+    ranges: usize,
+    schema: SchemaRef,
+}
+
+impl SpilledRanges {
+    /// How many ranges there are.
+    pub(super) fn len(&self) -> usize {
+        self.ranges
+    }
+
+    /// The source's schema.
+    pub(super) fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    /// The source rows of range `index`, read back from disk.
+    ///
+    /// Fails with [`Error::Spill`] when its file cannot be read.
+    pub(super) async fn read(&self, index: usize) -> Result<Vec<RecordBatch>> {
+        let path = self.dir.file(&format!("range-{index}.arrow"));
+        crate::tasks::blocking("reading a merge spill file", move || {
+            let file = File::open(&path).map_err(spill_error(&path))?;
+            let reader = FileReader::try_new(BufReader::new(file), None)
+                .map_err(spill_arrow_error(&path))?;
+            reader
+                .map(|b| b.map_err(spill_arrow_error(&path)))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// Reads `stream` whole when its batches fit in `limit` bytes; else spills it under
+/// `parent` and cuts it into ranges of about `limit` bytes each.
+///
+/// Fails with the stream's error, [`Error::Spill`] when local disk fails, and
+/// [`Error::SchemaMismatch`] for batches that differ in schema or lack a key.
+pub(super) async fn gather(
+    mut stream: BatchStream,
+    encoder: &KeyEncoder,
+    limit: usize,
+    parent: &Path,
+) -> Result<Gathered> {
+    let mut held = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        bytes += batch.get_array_memory_size();
+        held.push(batch);
+        if bytes > limit {
+            break;
+        }
+    }
+    if bytes <= limit {
+        return Ok(Gathered::InMemory(held));
+    }
+    let dir = SpillDir::new(parent)?;
+    let mut spiller = Spiller::start(dir, held[0].schema(), encoder.clone())?;
+    for batch in held {
+        spiller = spiller.push(batch).await?;
+    }
+    while let Some(batch) = stream.next().await {
+        spiller = spiller.push(batch?).await?;
+    }
+    let ranges = spiller.total_bytes.div_ceil(limit.max(1) as u64).max(2) as usize;
+    let spilled = crate::tasks::blocking("cutting a merge source into key ranges", move || {
+        spiller.cut(ranges)
+    })
+    .await?;
+    Ok(Gathered::Ranges(spilled))
+}
+
+/// The first pass: the stream to one file, with a sample of its keys.
+struct Spiller {
+    dir: SpillDir,
+    path: PathBuf,
+    writer: FileWriter<BufWriter<File>>,
+    schema: SchemaRef,
+    encoder: KeyEncoder,
+    /// Reservoir sample of non-null row-encoded keys.
+    sample: Vec<Vec<u8>>,
+    seen: u64,
+    random: u64,
+    total_bytes: u64,
+}
+
+impl Spiller {
+    fn start(dir: SpillDir, schema: SchemaRef, encoder: KeyEncoder) -> Result<Self> {
+        let path = dir.file("source.arrow");
+        let file = File::create(&path).map_err(spill_error(&path))?;
+        let writer =
+            FileWriter::try_new(BufWriter::new(file), &schema).map_err(spill_arrow_error(&path))?;
+        Ok(Self {
+            dir,
+            path,
+            writer,
+            schema,
+            encoder,
+            sample: Vec::new(),
+            seen: 0,
+            random: 0x2545_F491_4F6C_DD1D,
+            total_bytes: 0,
+        })
+    }
+
+    /// Spills `batch` and samples its keys, off the async threads.
+    async fn push(self, batch: RecordBatch) -> Result<Self> {
+        crate::tasks::blocking("spilling a merge source", move || {
+            let mut this = self;
+            this.push_blocking(&batch)?;
+            Ok(this)
+        })
+        .await
+    }
+
+    fn push_blocking(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.schema().fields() != self.schema.fields() {
+            return Err(Error::SchemaMismatch {
+                reason: format!(
+                    "the merge source's batches differ in schema: {:?} after {:?}",
+                    batch.schema().fields(),
+                    self.schema.fields()
+                ),
+            });
+        }
+        let (rows, nulls) = self.encoder.encode(batch)?;
+        for (i, null) in nulls.iter().enumerate() {
+            if *null {
+                continue;
+            }
+            self.seen += 1;
+            if self.sample.len() < SAMPLE_SIZE {
+                self.sample.push(rows.row(i).as_ref().to_vec());
+            } else {
+                // Algorithm R: keep the new key with probability SAMPLE_SIZE / seen.
+                let slot = self.next_random() % self.seen;
+                if (slot as usize) < SAMPLE_SIZE {
+                    self.sample[slot as usize] = rows.row(i).as_ref().to_vec();
+                }
+            }
+        }
+        self.total_bytes += batch.get_array_memory_size() as u64;
+        self.writer
+            .write(batch)
+            .map_err(spill_arrow_error(&self.path))
+    }
+
+    /// xorshift64: the sample needs spread, not secrecy.
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.random;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random = x;
+        x
+    }
+
+    /// The second pass: every spilled row to the file of its key's range.
+    fn cut(mut self, ranges: usize) -> Result<SpilledRanges> {
+        self.writer
+            .finish()
+            .map_err(spill_arrow_error(&self.path))?;
+        let mut sample = std::mem::take(&mut self.sample);
+        sample.sort_unstable();
+        // Only null keys: they match nothing, and one range holds them.
+        let ranges = if sample.is_empty() { 1 } else { ranges };
+        // Upper bounds of the ranges but the last: a key goes to the first range whose
+        // bound exceeds it.
+        let bounds: Vec<Vec<u8>> = (1..ranges)
+            .map(|r| sample[(r * sample.len() / ranges).min(sample.len() - 1)].clone())
+            .collect();
+        let file = File::open(&self.path).map_err(spill_error(&self.path))?;
+        let reader = FileReader::try_new(BufReader::new(file), None)
+            .map_err(spill_arrow_error(&self.path))?;
+        let schema = reader.schema();
+        let mut writers = (0..ranges)
+            .map(|r| {
+                let path = self.dir.file(&format!("range-{r}.arrow"));
+                let file = File::create(&path).map_err(spill_error(&path))?;
+                FileWriter::try_new(BufWriter::new(file), &schema).map_err(spill_arrow_error(&path))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for batch in reader {
+            let batch = batch.map_err(spill_arrow_error(&self.path))?;
+            let (rows, nulls) = self.encoder.encode(&batch)?;
+            let mut by_range: Vec<Vec<u32>> = vec![Vec::new(); ranges];
+            for (i, null) in nulls.iter().enumerate() {
+                let range = match null {
+                    true => 0,
+                    false => {
+                        let key = rows.row(i);
+                        bounds.partition_point(|b| b.as_slice() <= key.as_ref())
+                    }
+                };
+                by_range[range].push(i as u32);
+            }
+            for (range, indices) in by_range.into_iter().enumerate() {
+                if indices.is_empty() {
+                    continue;
+                }
+                let part = take_record_batch(&batch, &UInt32Array::from(indices))
+                    .map_err(Error::arrow("cutting a merge source into key ranges"))?;
+                writers[range]
+                    .write(&part)
+                    .map_err(spill_arrow_error(&self.path))?;
+            }
+        }
+        for writer in &mut writers {
+            writer.finish().map_err(spill_arrow_error(&self.path))?;
+        }
+        drop(writers);
+        // The first pass's file is no longer needed.
+        let _ = std::fs::remove_file(&self.path);
+        Ok(SpilledRanges {
+            dir: self.dir,
+            ranges,
+            schema: self.schema,
+        })
+    }
+}
