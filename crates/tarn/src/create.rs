@@ -1,10 +1,14 @@
 //! Creating a table: [`CreateBuilder`], started by [`Table::create`] or
-//! [`Table::create_at`], writes version 0 with put-if-absent.
+//! [`Table::create_at`], writes version 0 with put-if-absent: empty
+//! ([`CreateBuilder::execute`]), or with the rows of a stream already in it (CREATE TABLE
+//! AS SELECT, [`CreateBuilder::execute_stream`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
+use futures::StreamExt;
 use serde_json::{Map, Value};
 use tarn_store::{StoreLocation, StoreOptions};
 use uuid::Uuid;
@@ -18,8 +22,10 @@ use crate::protocol::properties::{PARQUET_COMPRESSION, parse_compression};
 use crate::protocol::{Action, DataType, Format, Metadata, Protocol, StructType};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
-use crate::txn::commit_create;
-use crate::write::validate_partition_columns;
+use crate::txn::{Creation, commit_create};
+use crate::write::{
+    BatchStream, from_reader, from_stream, validate_partition_columns, write_new_table,
+};
 
 impl Table {
     /// Starts creating a table at `url`.
@@ -171,6 +177,75 @@ impl CreateBuilder {
     /// `delta.columnMapping.mode` `name` or `id`, every column gets a column id and a
     /// physical name (`col-<uuid>`) that its data files use.
     pub async fn execute(self) -> Result<Table> {
+        let definition = self.define().await?;
+        let actions = definition.actions();
+        definition.commit("CREATE TABLE", actions, Map::new()).await
+    }
+
+    /// CREATE TABLE AS SELECT: creates the table with the rows of `stream` already in
+    /// version 0 (one commit: protocol, metadata and the data files), writing files as
+    /// batches arrive, so memory holds a couple of batches and the files being encoded.
+    /// Without a schema given, the first batch's schema is the table's. Identity,
+    /// generated columns and constraints apply as they do to an append.
+    ///
+    /// Fails as [`execute`](Self::execute) does (before any file is written), with
+    /// [`Error::InvalidArgument`] for an empty stream without a schema, with the stream's
+    /// error as [`Error::InputStream`], and as an append does for batches that do not fit
+    /// the schema. Nothing is committed on failure: files already uploaded are orphans
+    /// that `vacuum` removes once the table exists.
+    pub async fn execute_stream<S, E>(self, stream: S) -> Result<Table>
+    where
+        S: futures::Stream<Item = std::result::Result<RecordBatch, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.create_as(from_stream(stream)).await
+    }
+
+    /// CREATE TABLE AS SELECT from the batches of `reader` (an Arrow
+    /// `RecordBatchReader`), read on a blocking thread, as
+    /// [`execute_stream`](Self::execute_stream) does.
+    pub async fn execute_reader<R>(self, reader: R) -> Result<Table>
+    where
+        R: arrow::array::RecordBatchReader + Send + 'static,
+    {
+        self.create_as(from_reader(reader)).await
+    }
+
+    async fn create_as(self, mut stream: BatchStream) -> Result<Table> {
+        let first = stream.next().await.transpose()?;
+        let builder = match (&self.schema, &self.arrow_schema, &first) {
+            (None, None, Some(batch)) => self.with_arrow_schema(&batch.schema()),
+            (None, None, None) => {
+                return Err(Error::InvalidArgument {
+                    name: "schema",
+                    reason: "the stream ended before its first batch and no schema was \
+                             given: a table created from a stream takes the first \
+                             batch's schema"
+                        .into(),
+                });
+            }
+            _ => self,
+        };
+        let definition = builder.define().await?;
+        let now = definition.clock.now_ms();
+        let empty = Snapshot::new_table(definition.location.clone(), now, definition.actions())?;
+        let (written, marked) = write_new_table(&empty, first, stream, now).await?;
+        let mut actions = vec![
+            Action::Protocol(definition.protocol.clone()),
+            Action::Metadata(marked.unwrap_or_else(|| definition.metadata.clone())),
+        ];
+        let mut metrics = Map::new();
+        metrics.insert("numFiles".into(), written.adds.len().to_string().into());
+        metrics.insert("numOutputRows".into(), written.rows.to_string().into());
+        metrics.insert("numOutputBytes".into(), written.bytes.to_string().into());
+        actions.extend(written.adds.into_iter().map(Action::Add));
+        definition
+            .commit("CREATE TABLE AS SELECT", actions, metrics)
+            .await
+    }
+
+    /// The table's protocol and metadata, checked, at a location that holds no table.
+    async fn define(self) -> Result<Definition> {
         let location = match &self.target {
             Target::Url(url, options) => tarn_store::open_with_options(url, options)?,
             Target::Location(location) => location.clone(),
@@ -210,15 +285,54 @@ impl CreateBuilder {
         crate::txn::name_materialized_columns(&mut metadata);
         let protocol = Protocol::for_new_table(&schema, &metadata);
         ensure_writable(&protocol, &metadata, &schema)?;
-        let actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
+        Ok(Definition {
+            location,
+            protocol,
+            metadata,
+            partition_columns: self.partition_columns,
+            clock: self.clock,
+        })
+    }
+}
+
+/// A new table's definition, checked, for version 0.
+struct Definition {
+    location: StoreLocation,
+    protocol: Protocol,
+    metadata: Metadata,
+    partition_columns: Vec<String>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Definition {
+    /// The protocol and metadata actions.
+    fn actions(&self) -> Vec<Action> {
+        vec![
+            Action::Protocol(self.protocol.clone()),
+            Action::Metadata(self.metadata.clone()),
+        ]
+    }
+
+    /// Commits `actions` as version 0 with put-if-absent and opens the table.
+    async fn commit(
+        self,
+        operation: &'static str,
+        actions: Vec<Action>,
+        metrics: Map<String, Value>,
+    ) -> Result<Table> {
         let mut parameters = Map::new();
         parameters.insert(
             "partitionBy".into(),
             Value::from(serde_json::to_string(&self.partition_columns).unwrap_or_default()),
         );
+        let creation = Creation {
+            operation,
+            parameters,
+            metrics,
+        };
         let (timestamp, actions) =
-            commit_create(&location, &actions, parameters, self.clock.as_ref()).await?;
-        let snapshot = Snapshot::new_table(location, timestamp, actions)?;
+            commit_create(&self.location, actions, creation, self.clock.as_ref()).await?;
+        let snapshot = Snapshot::new_table(self.location, timestamp, actions)?;
         Ok(Table::from_snapshot(snapshot).with_clock(self.clock))
     }
 }

@@ -11,6 +11,7 @@ mod clustering;
 mod column_mapping;
 mod constraints;
 mod count;
+mod create_as;
 mod deletion_vectors;
 mod dml;
 mod encodings;

@@ -49,6 +49,6 @@ pub use fence::{Resolution, Settle, Writer};
 pub(crate) use fence::{fence_writer, resolve};
 pub use outcome::CommitOutcome;
 pub use policy::{IsolationLevel, RetryPolicy};
-pub(crate) use put::commit_create;
+pub(crate) use put::{Creation, commit_create};
 pub(crate) use row_tracking::{materialized_fields, name_materialized_columns};
 pub use transaction::Transaction;

@@ -274,30 +274,52 @@ pub(crate) async fn put_commit(
     Err(PutError::Unknown(last_error))
 }
 
-/// Writes version 0 of a new table and returns its timestamp and actions (commitInfo
-/// included). Fails with [`Error::TableAlreadyExists`] when another writer created it
-/// first.
+/// What version 0 of a new table says about itself in its `commitInfo`.
+pub(crate) struct Creation {
+    /// `CREATE TABLE`, or `CREATE TABLE AS SELECT` when it adds files.
+    pub(crate) operation: &'static str,
+    pub(crate) parameters: Map<String, Value>,
+    pub(crate) metrics: Map<String, Value>,
+}
+
+/// Writes version 0 of a new table (its protocol, metadata and any files it starts
+/// with, which get their row ids when the table tracks rows) and returns its timestamp
+/// and actions (commitInfo included). Fails with [`Error::TableAlreadyExists`] when
+/// another writer created it first.
 pub(crate) async fn commit_create(
     location: &StoreLocation,
-    actions: &[Action],
-    parameters: Map<String, Value>,
+    mut actions: Vec<Action>,
+    creation: Creation,
     clock: &dyn Clock,
 ) -> Result<(i64, Vec<Action>)> {
     let txn_id = Uuid::new_v4().to_string();
     let timestamp = clock.now_ms();
     let mut info = commit_info(CommitInfoParts {
         timestamp,
-        operation: "CREATE TABLE",
-        parameters: &parameters,
-        metrics: &Map::new(),
+        operation: creation.operation,
+        parameters: &creation.parameters,
+        metrics: &creation.metrics,
         read_version: None,
         isolation: None,
         blind_append: false,
         txn_id: &txn_id,
     });
-    if super::ict::enabled_in(actions) == Some(true) {
+    if super::ict::enabled_in(&actions) == Some(true) {
         super::ict::stamp(&mut info, timestamp);
     }
+    if actions.iter().any(|a| matches!(a, Action::Add(_))) {
+        // Row ids start above an empty table's mark.
+        let definition = actions
+            .iter()
+            .filter(|a| matches!(a, Action::Protocol(_) | Action::Metadata(_)))
+            .cloned()
+            .collect();
+        let empty = crate::snapshot::Snapshot::new_table(location.clone(), timestamp, definition)?;
+        if let Some(preserved) = super::row_tracking::assign(&empty, &mut actions, 0, None)? {
+            super::row_tracking::tag(&mut info, preserved);
+        }
+    }
+    let actions = &actions;
     let body = encode_commit(&info, actions)?;
     let root = location.root();
     match put_commit(

@@ -1,0 +1,178 @@
+//! CREATE TABLE AS SELECT from a stream, on the local file system: version 0 holds the
+//! protocol, the metadata and the data files in one commit; the schema comes from the
+//! first batch when none is given; identity values and row ids are drawn in it; a failing
+//! stream, an existing table or an empty stream without a schema leave no table.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, RecordBatchIterator, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::error::ArrowError;
+use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField, StructType};
+use tarn::{Error, Table};
+use tarn_tests::log::{actions_at, commit_info_at};
+use tarn_tests::part_rows::{batch, schema};
+use tarn_tests::rows::{row_count, sorted_ids};
+
+fn rows(from: i64, n: i64, part: &str) -> RecordBatch {
+    let rows: Vec<(i64, String)> = (from..from + n).map(|i| (i, part.to_string())).collect();
+    batch(&rows)
+}
+
+fn data_files(dir: &std::path::Path) -> usize {
+    let mut files = 0;
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                files += 1;
+            }
+        }
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_created_from_a_stream_holds_its_rows_in_version_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().to_str().unwrap();
+    let stream = futures::stream::iter(
+        (0..6).map(|i| Ok::<_, ArrowError>(rows(i * 100, 100, ["p0", "p1"][i as usize % 2]))),
+    );
+    let table = Table::create(url)
+        .with_partition_columns(["part"])
+        .execute_stream(stream)
+        .await
+        .unwrap();
+    assert_eq!(table.version(), 0);
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
+    assert_eq!(ids, (0..600).collect::<Vec<i64>>());
+
+    let actions = actions_at(table.location(), 0).await;
+    let kinds: Vec<&str> = actions
+        .iter()
+        .filter_map(|a| a.as_object()?.keys().next().map(String::as_str))
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "add").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&"protocol") && kinds.contains(&"metaData"),
+        "{kinds:?}"
+    );
+    let info = commit_info_at(table.location(), 0).await.unwrap();
+    assert_eq!(info["operation"], "CREATE TABLE AS SELECT");
+    assert_eq!(info["operationMetrics"]["numOutputRows"], "600");
+    assert_eq!(info["operationParameters"]["partitionBy"], "[\"part\"]");
+
+    // The schema is the first batch's, and the table reopens as written.
+    let reopened = Table::open(url).await.unwrap();
+    assert_eq!(reopened.version(), 0);
+    assert_eq!(
+        reopened.snapshot().schema().field_names(),
+        vec!["id".to_string(), "part".to_string()]
+    );
+    assert_eq!(row_count(&reopened.scan().collect().await.unwrap()), 600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_values_and_row_ids_are_drawn_in_version_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut id = StructField::new("id", DeltaType::Primitive(PrimitiveType::Long), false);
+    id.metadata.insert("delta.identity.start".into(), 1.into());
+    id.metadata.insert("delta.identity.step".into(), 1.into());
+    id.metadata
+        .insert("delta.identity.allowExplicitInsert".into(), false.into());
+    let values = |n: usize| {
+        let v: StringArray = (0..n).map(|i| Some(format!("v{i}"))).collect();
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("v", DataType::Utf8, true)])),
+            vec![Arc::new(v)],
+        )
+        .unwrap()
+    };
+    let reader = RecordBatchIterator::new(
+        (0..4).map(move |_| Ok(values(5))),
+        Arc::new(Schema::new(vec![Field::new("v", DataType::Utf8, true)])),
+    );
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_schema(StructType::new(vec![
+            id,
+            StructField::new("v", DeltaType::Primitive(PrimitiveType::String), true),
+        ]))
+        .with_property("delta.enableRowTracking", "true")
+        .execute_reader(reader)
+        .await
+        .unwrap();
+    let _ = table.append([values(2)]).await.unwrap();
+    let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
+    assert_eq!(ids, (1..=22).collect::<Vec<i64>>());
+
+    let actions = actions_at(table.location(), 0).await;
+    let add = actions.iter().find(|a| a.get("add").is_some()).unwrap();
+    assert_eq!(add["add"]["baseRowId"], 0, "{add}");
+    assert_eq!(add["add"]["defaultRowCommitVersion"], 0, "{add}");
+    let mark = actions
+        .iter()
+        .find(|a| a["domainMetadata"]["domain"] == "delta.rowTracking")
+        .unwrap();
+    assert!(
+        mark["domainMetadata"]["configuration"]
+            .as_str()
+            .unwrap()
+            .contains("\"rowIdHighWaterMark\":19"),
+        "{mark}"
+    );
+    // The next append's ids start above version 0's.
+    let next = actions_at(table.location(), 1).await;
+    let add = next.iter().find(|a| a.get("add").is_some()).unwrap();
+    assert_eq!(add["add"]["baseRowId"], 20, "{add}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_create_from_a_stream_leaves_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().to_str().unwrap();
+    let failing = futures::stream::iter(vec![
+        Ok(rows(0, 10, "p0")),
+        Err(ArrowError::ComputeError("the query was cancelled".into())),
+    ]);
+    let err = Table::create(url)
+        .execute_stream(failing)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InputStream { .. }), "{err}");
+    let err = Table::open(url).await.unwrap_err();
+    assert!(matches!(err, Error::TableNotFound { .. }), "{err}");
+
+    // An empty stream gives no schema to take.
+    let empty = futures::stream::iter(Vec::<Result<RecordBatch, ArrowError>>::new());
+    let err = Table::create(url).execute_stream(empty).await.unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument { name: "schema", .. }),
+        "{err}"
+    );
+    // With a schema it makes an empty table.
+    let empty = futures::stream::iter(Vec::<Result<RecordBatch, ArrowError>>::new());
+    let table = Table::create(url)
+        .with_arrow_schema(&schema())
+        .execute_stream(empty)
+        .await
+        .unwrap();
+    assert_eq!(table.version(), 0);
+    assert_eq!(table.snapshot().files().len(), 0);
+
+    // A table already there is refused before any file is written.
+    let files = data_files(dir.path());
+    let stream = futures::stream::iter(vec![Ok::<_, ArrowError>(rows(0, 10, "p0"))]);
+    let err = Table::create(url).execute_stream(stream).await.unwrap_err();
+    assert!(matches!(err, Error::TableAlreadyExists { .. }), "{err}");
+    assert_eq!(data_files(dir.path()), files);
+}
