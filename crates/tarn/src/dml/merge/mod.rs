@@ -222,10 +222,12 @@ impl MergeBuilder<'_> {
         self
     }
 
-    /// The bytes (in Arrow memory) of a streamed source held at once: a source larger
-    /// than this is spilled to local disk and matched in key ranges of about this size
-    /// ([`DEFAULT_MERGE_MEMORY_LIMIT`] unless set). A source given as batches is already
-    /// in memory and is matched whole.
+    /// The memory a streamed source may take while it is matched
+    /// ([`DEFAULT_MERGE_MEMORY_LIMIT`] unless set). A source whose batches (in Arrow
+    /// memory) fit in a quarter of it is held whole; a larger one is spilled to local disk
+    /// and matched in key ranges of about a quarter of it each, the rest being for the
+    /// range's hash table, the target rows it matches and the rows it writes. A source
+    /// given as batches is already in memory and is matched whole.
     pub fn with_memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
         self

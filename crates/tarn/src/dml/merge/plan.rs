@@ -135,21 +135,23 @@ impl MergePlan {
         }
         let converter =
             RowConverter::new(sort_fields).map_err(Error::arrow("preparing merge keys"))?;
-        let rows = converter
-            .convert_columns(&source_keys)
-            .map_err(Error::arrow("preparing merge keys"))?;
-        let mut lookup: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
-        for i in 0..source.num_rows() {
-            if source_keys.iter().any(|k| k.is_null(i)) {
-                continue;
-            }
-            lookup
-                .entry(rows.row(i).as_ref().to_vec())
-                .or_default()
-                .push(i as u32);
-        }
-
+        // One integer key is probed on its values; others on their row encoding.
         let int_lookup = IntLookup::of(&source_keys);
+        let mut lookup: HashMap<Vec<u8>, Vec<u32>> = HashMap::new();
+        if int_lookup.is_none() {
+            let rows = converter
+                .convert_columns(&source_keys)
+                .map_err(Error::arrow("preparing merge keys"))?;
+            for i in 0..source.num_rows() {
+                if source_keys.iter().any(|k| k.is_null(i)) {
+                    continue;
+                }
+                lookup
+                    .entry(rows.row(i).as_ref().to_vec())
+                    .or_default()
+                    .push(i as u32);
+            }
+        }
 
         let bind_all = |sets: &[(String, Expr)], values: &StructType| -> Result<Vec<Assignment>> {
             sets.iter()
@@ -531,11 +533,19 @@ fn key_filter(
 }
 
 /// One integer merge key's source rows, for probing target values without encoding them.
+/// Rows sharing a key are chained (`next`), so a unique key costs one map entry and one
+/// slot, not a vector of its own.
 pub(super) struct IntLookup {
-    rows: HashMap<i64, Vec<u32>, BuildHasherDefault<IntHasher>>,
+    /// Each key's first source row.
+    first: HashMap<i64, u32, BuildHasherDefault<IntHasher>>,
+    /// Per source row, the next row with its key ([`NO_ROW`] for none).
+    next: Vec<u32>,
     min: i64,
     max: i64,
 }
+
+/// The end of a chain of source rows.
+const NO_ROW: u32 = u32::MAX;
 
 impl IntLookup {
     /// The lookup of a single integer key column; `None` for other keys.
@@ -544,15 +554,25 @@ impl IntLookup {
             return None;
         };
         let values = as_i64(key)?;
-        let mut rows: HashMap<i64, Vec<u32>, BuildHasherDefault<IntHasher>> = HashMap::default();
-        for (i, v) in values.iter().enumerate() {
-            if let Some(v) = v {
-                rows.entry(v).or_default().push(i as u32);
+        let mut first: HashMap<i64, u32, BuildHasherDefault<IntHasher>> =
+            HashMap::with_capacity_and_hasher(values.len(), Default::default());
+        let mut next = vec![NO_ROW; values.len()];
+        // Backwards, so each chain runs in source order.
+        for i in (0..values.len()).rev() {
+            if values.is_valid(i)
+                && let Some(after) = first.insert(values.value(i), i as u32)
+            {
+                next[i] = after;
             }
         }
-        let min = rows.keys().min().copied().unwrap_or(i64::MAX);
-        let max = rows.keys().max().copied().unwrap_or(i64::MIN);
-        Some(IntLookup { rows, min, max })
+        let min = first.keys().min().copied().unwrap_or(i64::MAX);
+        let max = first.keys().max().copied().unwrap_or(i64::MIN);
+        Some(IntLookup {
+            first,
+            next,
+            min,
+            max,
+        })
     }
 
     /// The (target row, source row) pairs of a target key column, in target order; `None`
@@ -565,11 +585,11 @@ impl IntLookup {
             if v < self.min || v > self.max {
                 return;
             }
-            if let Some(sources) = self.rows.get(&v) {
-                for s in sources {
-                    t_idx.push(i as u32);
-                    s_idx.push(*s);
-                }
+            let mut s = self.first.get(&v).copied().unwrap_or(NO_ROW);
+            while s != NO_ROW {
+                t_idx.push(i as u32);
+                s_idx.push(s);
+                s = self.next[s as usize];
             }
         };
         if values.null_count() == 0 {

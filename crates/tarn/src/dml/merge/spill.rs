@@ -31,6 +31,11 @@ use crate::write::BatchStream;
 /// Keys kept in the reservoir sample the ranges are cut from.
 const SAMPLE_SIZE: usize = 64 * 1024;
 
+/// The share of the memory limit a range's source rows take (one in this many bytes):
+/// matching a range also holds its hash table, the target rows it matches and the rows
+/// it writes.
+const RANGE_SHARE: usize = 4;
+
 /// The source of a merge, gathered.
 pub(super) enum Gathered {
     /// It fitted the limit: all of it.
@@ -177,8 +182,8 @@ impl SpilledRanges {
     }
 }
 
-/// Reads `stream` whole when its batches fit in `limit` bytes; else spills it under
-/// `parent` and cuts it into ranges of about `limit` bytes each.
+/// Reads `stream` whole when its batches fit in a [`RANGE_SHARE`] of `limit` bytes; else
+/// spills it under `parent` and cuts it into ranges of about that size each.
 ///
 /// Fails with the stream's error, [`Error::Spill`] when local disk fails, and
 /// [`Error::SchemaMismatch`] for batches that differ in schema or lack a key.
@@ -188,6 +193,7 @@ pub(super) async fn gather(
     limit: usize,
     parent: &Path,
 ) -> Result<Gathered> {
+    let limit = (limit / RANGE_SHARE).max(1);
     let mut held = Vec::new();
     let mut bytes = 0usize;
     while let Some(batch) = stream.next().await {
@@ -209,7 +215,7 @@ pub(super) async fn gather(
     while let Some(batch) = stream.next().await {
         spiller = spiller.push(batch?).await?;
     }
-    let ranges = spiller.total_bytes.div_ceil(limit.max(1) as u64).max(2) as usize;
+    let ranges = spiller.total_bytes.div_ceil(limit as u64).max(2) as usize;
     let spilled = crate::tasks::blocking("cutting a merge source into key ranges", move || {
         spiller.cut(ranges)
     })

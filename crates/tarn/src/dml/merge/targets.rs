@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::super::{read_candidates, read_selected, row_ids};
+use roaring::RoaringTreemap;
+
+use super::super::{read_candidates, read_selected, row_ids, shares_for};
 use super::plan::{MergePlan, take_rows};
 use crate::error::Result;
 use crate::protocol::Add;
-use crate::scan::{FileRows, ScanPlan};
+use crate::scan::{FileRows, ScanPlan, read_file_rows_of};
 use crate::snapshot::Snapshot;
 
 /// The rows of the planned `files` the merge's clauses may change, per file: all of
@@ -46,51 +48,60 @@ pub(super) async fn read_targets(
     if keys_only {
         unindexed.append(&mut wanted);
     }
-    let keyed = read_selected(
-        &snapshot.scan().select(names.clone()).with_row_ids(hidden),
-        unindexed,
-    )
-    .await?;
-    // Each file's keys are probed on a task of its own: every core probes.
-    let cores = crate::tasks::cores();
-    let probed: Vec<_> = futures::stream::iter(keyed)
-        .map(|(add, rows)| {
-            let (plan, names) = (Arc::clone(plan), names.clone());
+    // Each file's keys are read and probed on a task of its own, every core probing, and
+    // only the hits are kept: memory holds the matching rows, not every key read.
+    let key_scan = snapshot.scan().select(names.clone()).with_row_ids(hidden);
+    let shares = shares_for(unindexed.len());
+    let hits: Vec<Option<(Add, Hits)>> = futures::stream::iter(unindexed)
+        .map(|(add, _)| {
+            let (plan, names, scan) = (Arc::clone(plan), names.clone(), key_scan.clone());
             crate::tasks::spawn("probing merge keys", async move {
+                let rows = read_file_rows_of(&scan, &add, None, shares).await?;
                 let hits = plan.key_hits(&rows.batch, &names)?;
-                Ok((add, rows, hits))
+                if hits.is_empty() {
+                    return Ok(None);
+                }
+                let positions: Vec<u64> =
+                    hits.iter().map(|h| rows.positions[*h as usize]).collect();
+                if !keys_only {
+                    return Ok(Some((
+                        add,
+                        Hits::Positions(positions.into_iter().collect()),
+                    )));
+                }
+                let keys = take_rows(&rows.batch, &hits)?;
+                let batch = plan.keys_only_target(&keys)?;
+                let ids = rows.ids.map(|ids| ids.take(&hits)).transpose()?;
+                let rows = FileRows {
+                    batch,
+                    positions,
+                    physical_rows: rows.physical_rows,
+                    deleted_before: rows.deleted_before,
+                    ids,
+                };
+                Ok(Some((add, Hits::Rows(Box::new(rows)))))
             })
         })
-        .buffered(cores)
+        .buffered(crate::tasks::cores())
         .try_collect()
         .await?;
     let mut targets = Vec::new();
-    for (add, rows, hits) in probed {
-        if hits.is_empty() {
-            continue;
-        }
-        let positions: Vec<u64> = hits.iter().map(|h| rows.positions[*h as usize]).collect();
-        if keys_only {
-            let keys = take_rows(&rows.batch, &hits)?;
-            let batch = plan.keys_only_target(&keys)?;
-            let (physical_rows, deleted_before) = (rows.physical_rows, rows.deleted_before);
-            let ids = rows.ids.map(|ids| ids.take(&hits)).transpose()?;
-            targets.push((
-                add,
-                FileRows {
-                    batch,
-                    positions,
-                    physical_rows,
-                    deleted_before,
-                    ids,
-                },
-            ));
-        } else {
-            wanted.push((add, Some(positions.into_iter().collect())));
+    for (add, hits) in hits.into_iter().flatten() {
+        match hits {
+            Hits::Rows(rows) => targets.push((add, *rows)),
+            Hits::Positions(positions) => wanted.push((add, Some(positions))),
         }
     }
     if !keys_only {
         targets = read_selected(&row_ids::scan_with_ids(snapshot), wanted).await?;
     }
     Ok(targets)
+}
+
+/// What probing one file's keys found.
+enum Hits {
+    /// The matching rows themselves (their keys are all the clauses need).
+    Rows(Box<FileRows>),
+    /// The positions of the matching rows, to read whole.
+    Positions(RoaringTreemap),
 }
