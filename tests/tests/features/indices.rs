@@ -654,3 +654,47 @@ async fn files_under_the_inline_minimum_are_left_to_statistics_until_optimize() 
     assert_eq!(covered(&table), vec![(3, 3), (3, 3)]);
     assert_exact(&table, text_match("note", "fox")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_write_indexes_its_files_a_run_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let mut table = table_at(&location, &[("tarn.index.streamSegmentRows", "1500")]).await;
+    table.append([batch(0, 100)]).await.unwrap();
+    table.create_index("customer").execute().await.unwrap();
+    table
+        .create_index("note")
+        .with_kind(IndexKind::FullText)
+        .execute()
+        .await
+        .unwrap();
+    let stream = futures::stream::iter(
+        (0..10).map(|i| Ok::<_, arrow::error::ArrowError>(batch(100 + i * 1000, 1100 + i * 1000))),
+    );
+    let outcome = table
+        .write_stream(stream)
+        .with_target_file_size(16 * 1024)
+        .execute()
+        .await
+        .unwrap();
+    assert!(outcome.files_added >= 3, "{} files", outcome.files_added);
+    // Every new file is covered; each file holds more than 1,500 rows, so each is a run
+    // of its own, with a segment per index.
+    for index in table.indices().unwrap() {
+        assert_eq!(index.files_covered, index.files_total, "{index:?}");
+    }
+    let segments = tarn_tests::log::actions_at(table.location(), outcome.commit.version)
+        .await
+        .into_iter()
+        .filter(|a| {
+            a["domainMetadata"]["domain"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("tarn.index.customer_idx."))
+        })
+        .count();
+    assert_eq!(segments, outcome.files_added, "customer segments");
+    for key in ["c0042", "c0518", "c0777"] {
+        assert!(assert_exact(&table, col("customer").eq(lit(key.to_string()))).await > 0);
+    }
+    assert_exact(&table, text_match("note", "fox")).await;
+}

@@ -62,6 +62,43 @@ impl InlineSegments {
         self.indices.is_empty()
     }
 
+    /// Builds and uploads segments over the files of a streamed write, reading the
+    /// indexed columns back from them: one segment per index for each run of files
+    /// holding up to `tarn.index.streamSegmentRows` rows (a file larger than that is a
+    /// run of its own), so memory holds one run's columns, not every row written.
+    ///
+    /// Fails as [`build`](Self::build) does.
+    pub(crate) async fn build_in_runs(
+        &self,
+        snapshot: &Snapshot,
+        adds: &[Add],
+    ) -> Result<BuiltSegments> {
+        let limit = snapshot.properties().index_stream_segment_rows();
+        let mut built = BuiltSegments::default();
+        let mut start = 0;
+        while start < adds.len() {
+            let mut end = start;
+            let mut rows = 0;
+            while end < adds.len() {
+                let more = adds[end]
+                    .stats
+                    .as_ref()
+                    .and_then(|s| s.num_records())
+                    .unwrap_or(limit);
+                if end > start && rows + more > limit {
+                    break;
+                }
+                rows += more;
+                end += 1;
+            }
+            let run = self.build(snapshot, &adds[start..end], &[], &[]).await?;
+            built.records.extend(run.records);
+            built.any_files |= run.any_files;
+            start = end;
+        }
+        Ok(built)
+    }
+
     /// Builds and uploads a segment per index over the files written (the domain
     /// metadata records to commit). `captured[i]` holds the columns `captured_columns` of
     /// `adds[i]`, every row; a column not captured is read back from the files.

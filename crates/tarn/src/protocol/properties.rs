@@ -57,6 +57,14 @@ pub const PARQUET_COMPRESSION: &str = "tarn.parquet.compression";
 /// segment when written (default 0: every file gets one); scans read such files with
 /// statistics pruning, and `optimize_indices` indexes them later.
 pub const INDEX_INLINE_MIN_ROWS: &str = "tarn.index.inlineMinRows";
+/// `tarn.index.streamSegmentRows`: a streamed write into a table with inline indices
+/// builds one segment per index for each group of its files holding up to this many rows
+/// (default 4,194,304), reading the indexed column back group by group, so what it holds
+/// for the indices is bounded by this, not by the input.
+pub const INDEX_STREAM_SEGMENT_ROWS: &str = "tarn.index.streamSegmentRows";
+
+/// The default of [`INDEX_STREAM_SEGMENT_ROWS`].
+pub const DEFAULT_INDEX_STREAM_SEGMENT_ROWS: u64 = 4 << 20;
 
 /// The default of [`DV_INLINE_THRESHOLD`], in bytes.
 pub const DEFAULT_DV_INLINE_THRESHOLD: usize = 64;
@@ -151,6 +159,15 @@ impl<'a> TableProperties<'a> {
         self.get(INDEX_INLINE_MIN_ROWS)
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
+    }
+
+    /// Most rows of the files one inline segment of a streamed write covers
+    /// ([`INDEX_STREAM_SEGMENT_ROWS`]; invalid or zero values give the default).
+    pub fn index_stream_segment_rows(&self) -> u64 {
+        self.get(INDEX_STREAM_SEGMENT_ROWS)
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(DEFAULT_INDEX_STREAM_SEGMENT_ROWS)
     }
 
     /// The target size of data files, if the table sets one.

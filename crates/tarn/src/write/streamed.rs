@@ -190,7 +190,7 @@ impl Conformer {
 }
 
 /// Writes the conformed `first` batches, then every batch of `rest` as it arrives, as data
-/// files; then builds the inline index segments over them.
+/// files; then builds the inline index segments over them, a run of files at a time.
 ///
 /// Fails with the stream's own error ([`Error::InputStream`]), as [`Conformer`] does for
 /// a batch, and when encoding or an upload fails. Files already uploaded are left for
@@ -204,6 +204,11 @@ pub(crate) async fn write_stream(
     options: &FileWriteOptions,
     inline: &InlineSegments,
 ) -> Result<(WrittenFiles, Option<BuiltSegments>)> {
+    // The indexed columns are not kept as files encode: a long stream would hold them all.
+    let options = &FileWriteOptions {
+        capture: Vec::new(),
+        ..options.clone()
+    };
     let mut writer = StreamWriter::start(
         snapshot.location(),
         schema,
@@ -222,9 +227,8 @@ pub(crate) async fn write_stream(
     if inline.is_empty() || files.adds.is_empty() {
         return Ok((files, None));
     }
-    let built = inline
-        .build(snapshot, &files.adds, &options.capture, &files.captured)
-        .await?;
+    // Nothing was captured: the indexed columns are read back a run of files at a time.
+    let built = inline.build_in_runs(snapshot, &files.adds).await?;
     Ok((files, Some(built)))
 }
 
