@@ -1,7 +1,8 @@
 //! DuckDB reads the tables Tarn writes with Tarn's rows: its `delta` extension
 //! (`duckdb` and `duckdb-ext-delta` 1.4.4, loaded from the wheel's file) over plain,
 //! partitioned, checkpointed, deletion-vector (inline and in files) and column-mapped
-//! tables, and over files written with every codec Tarn writes. One known gap of
+//! tables, a table created from a stream (CREATE TABLE AS SELECT) and merged from a
+//! spilled source, and files written with every codec Tarn writes. One known gap of
 //! DuckDB's: the partition columns of column-mapped tables (duckdb/duckdb-delta#343).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -207,4 +208,43 @@ async fn files_of_every_codec_read_the_same_through_duckdb() {
         );
         assert_same_through_duckdb(&table, &dir, codec).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_created_from_a_stream_and_merged_from_a_spilled_source_reads_the_same_through_duckdb()
+ {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("ctas");
+    // CREATE TABLE AS SELECT: version 0 holds the rows.
+    let stream = futures::stream::iter(
+        (0..4).map(|i| Ok::<_, arrow::error::ArrowError>(sales_batch(i * 100, i * 100 + 100))),
+    );
+    let mut table = Table::create(dir.to_str().unwrap())
+        .with_partition_columns(["country"])
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute_stream(stream)
+        .await
+        .unwrap();
+    assert_eq!(table.version(), 0);
+    assert_same_through_duckdb(&table, &dir, "created from a stream").await;
+
+    // A merge whose source is spilled and matched in key ranges (a tiny memory limit).
+    let source = futures::stream::iter(
+        (0..6).map(|i| Ok::<_, arrow::error::ArrowError>(sales_batch(i * 100 + 50, i * 100 + 100))),
+    );
+    let outcome = table
+        .merge_stream(source)
+        .on(["id"])
+        .when_matched_delete(None)
+        .when_not_matched_insert_all(None)
+        .with_strategy(ChangeStrategy::MergeOnRead)
+        .with_memory_limit(16 * 1024)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(
+        (outcome.metrics.rows_deleted, outcome.metrics.rows_inserted),
+        (200, 100)
+    );
+    assert_same_through_duckdb(&table, &dir, "merged from a spilled source").await;
 }
