@@ -270,7 +270,7 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
             return Ok(result);
         }
         let (meta, range) = (result.meta.clone(), result.range.clone());
-        let (attributes, extensions) = (result.attributes.clone(), result.extensions.clone());
+        let attributes = result.attributes.clone();
         let short = truncate(result.bytes().await?);
         Ok(GetResult {
             payload: GetResultPayload::Stream(
@@ -279,7 +279,6 @@ impl<T: ObjectStore> ObjectStore for FaultStore<T> {
             meta,
             range,
             attributes,
-            extensions,
         })
     }
 

@@ -486,7 +486,6 @@ fn answer(meta: ObjectMeta, range: Range<u64>, bytes: Bytes, attributes: Attribu
         meta,
         range,
         attributes,
-        extensions: Default::default(),
     }
 }
 
