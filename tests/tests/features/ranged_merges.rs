@@ -355,3 +355,152 @@ async fn identity_values_drawn_range_by_range_never_repeat() {
     keys.sort_unstable();
     assert_eq!(keys, (1..=3340).collect::<Vec<i64>>());
 }
+
+/// An upsert setting every column from the source (so only the target's keys are read
+/// when no change feed is recorded).
+fn upsert(merge: MergeBuilder<'_>) -> MergeBuilder<'_> {
+    merge
+        .on(["id"])
+        .when_matched_update_all(None)
+        .when_not_matched_insert_all(None)
+        .with_strategy(ChangeStrategy::MergeOnRead)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_records_the_old_rows_in_the_change_feed() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut spilled = target(a.path()).await;
+    let mut held = target(b.path()).await;
+    let stream = futures::stream::iter(source().into_iter().map(Ok::<_, ArrowError>));
+    let ranged = upsert(spilled.merge_stream(stream))
+        .with_memory_limit(TINY_LIMIT)
+        .execute()
+        .await
+        .unwrap();
+    let whole = upsert(held.merge(source())).execute().await.unwrap();
+    for (table, version) in [
+        (&spilled, ranged.commit.version),
+        (&held, whole.commit.version),
+    ] {
+        let feed = changes(table, version).await;
+        let old: Vec<_> = feed.iter().filter(|c| c.2 == "update_preimage").collect();
+        assert_eq!(old.len(), 3000);
+        // The old rows as they were, not keys beside nulls.
+        for (id, value, _) in old {
+            assert_eq!(value.as_deref(), Some(format!("v{}", id.unwrap()).as_str()));
+        }
+    }
+    assert_eq!(rows(&spilled).await, rows(&held).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spilled_source_with_a_new_dictionary_in_every_batch_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = target(dir.path()).await;
+    let dictionary = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new(
+            "value",
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            true,
+        ),
+    ]));
+    let batches: Vec<RecordBatch> = (0..20)
+        .map(|i| {
+            let ids: Vec<i64> = (i * 500..(i + 1) * 500).collect();
+            let names: Vec<String> = ids.iter().map(|id| format!("d{}-{}", i, id % 3)).collect();
+            let values: arrow::array::DictionaryArray<arrow::datatypes::Int32Type> =
+                names.iter().map(|n| Some(n.as_str())).collect();
+            RecordBatch::try_new(
+                Arc::clone(&dictionary),
+                vec![Arc::new(Int64Array::from(ids)), Arc::new(values)],
+            )
+            .unwrap()
+        })
+        .collect();
+    let outcome = upsert(table.merge_stream(futures::stream::iter(
+        batches.into_iter().map(Ok::<_, ArrowError>),
+    )))
+    .with_memory_limit(TINY_LIMIT)
+    .execute()
+    .await
+    .unwrap();
+    assert_eq!(
+        (outcome.metrics.rows_updated, outcome.metrics.rows_inserted),
+        (9000, 1000)
+    );
+    let all = rows(&table).await;
+    assert_eq!(all.len(), 10_000);
+    assert_eq!(all[4321], (Some(4321), Some("d8-1".to_string())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_stream_that_brings_no_batch_changes_only_unmatched_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = target(dir.path()).await;
+    let version = table.version();
+    let none = || futures::stream::iter(Vec::<Result<RecordBatch, ArrowError>>::new());
+    // Nothing can match or be inserted: no commit.
+    let outcome = upsert(table.merge_stream(none())).execute().await.unwrap();
+    assert_eq!(counts(&outcome), (0, 0, 0));
+    assert_eq!(table.version(), version);
+    // Every target row is unmatched.
+    let outcome = table
+        .merge_stream(none())
+        .on(["id"])
+        .when_matched_delete(None)
+        .when_not_matched_by_source_delete(Some(target_col("id").lt(lit(100))))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(counts(&outcome), (100, 0, 0));
+    assert_eq!(rows(&table).await.len(), 8900);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_source_stream_whose_batches_differ_is_a_schema_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = target(dir.path()).await;
+    let narrower = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)])),
+        vec![Arc::new(Int64Array::from(vec![1, 2]))],
+    )
+    .unwrap();
+    let stream = futures::stream::iter(vec![
+        Ok::<_, ArrowError>(batch(vec![Some(5)], "s")),
+        Ok(narrower),
+    ]);
+    let err = upsert(table.merge_stream(stream))
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SchemaMismatch { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_far_below_the_source_caps_the_ranges_and_still_merges() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut spilled = target(a.path()).await;
+    let mut held = target(b.path()).await;
+    let stream = futures::stream::iter(source().into_iter().map(Ok::<_, ArrowError>));
+    let ranged = clauses(spilled.merge_stream(stream), ChangeStrategy::CopyOnWrite)
+        .with_memory_limit(1)
+        .execute()
+        .await
+        .unwrap();
+    let whole = clauses(held.merge(source()), ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(counts(&ranged), counts(&whole));
+    assert_eq!(rows(&spilled).await, rows(&held).await);
+    let info = commit_info_at(spilled.location(), ranged.commit.version)
+        .await
+        .unwrap();
+    let ranges: u64 = info["operationParameters"]["sourceRanges"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((100..=512).contains(&ranges), "{ranges} ranges");
+}

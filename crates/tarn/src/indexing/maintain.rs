@@ -195,7 +195,9 @@ impl InlineSegments {
         Ok(())
     }
 
-    /// [`build`](Self::build), then [`apply`](Self::apply) to `txn`.
+    /// [`build`](Self::build), then [`apply`](Self::apply) to `txn`; files written
+    /// without capturing their columns (`captured` not one entry per file) are read back
+    /// a run at a time ([`build_in_runs`](Self::build_in_runs)).
     ///
     /// Fails as either does.
     pub(crate) async fn add_to(
@@ -206,9 +208,14 @@ impl InlineSegments {
         captured_columns: &[String],
         captured: &[Vec<ArrayRef>],
     ) -> Result<()> {
-        let built = self
-            .build(snapshot, adds, captured_columns, captured)
-            .await?;
+        // Files written without capturing (a streamed write) are read back in runs.
+        let built = match captured.len() == adds.len() {
+            true => {
+                self.build(snapshot, adds, captured_columns, captured)
+                    .await?
+            }
+            false => self.build_in_runs(snapshot, adds).await?,
+        };
         Self::apply(txn, snapshot, built)
     }
 }

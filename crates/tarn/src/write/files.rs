@@ -90,16 +90,6 @@ pub(crate) struct WrittenFiles {
     pub(crate) captured: Vec<Vec<ArrayRef>>,
 }
 
-impl WrittenFiles {
-    /// Adds the files of `other` to these.
-    pub(crate) fn append(&mut self, other: WrittenFiles) {
-        self.adds.extend(other.adds);
-        self.rows += other.rows;
-        self.bytes += other.bytes;
-        self.captured.extend(other.captured);
-    }
-}
-
 /// Writes conformed batches as data files under the table root and returns their `add`
 /// actions. Nothing is committed: files of a write that never commits are orphans that
 /// `vacuum` removes.

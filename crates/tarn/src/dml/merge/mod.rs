@@ -306,6 +306,14 @@ impl MergeBuilder<'_> {
                 let encoder = KeyEncoder::new(&snapshot, &keys)?;
                 let parent = spill_dir.unwrap_or_else(std::env::temp_dir);
                 match spill::gather(stream, &encoder, memory_limit, &parent).await? {
+                    // A stream that ended at once brings no schema: only rows it does
+                    // not match can change.
+                    Gathered::InMemory(batches) if batches.is_empty() => {
+                        merge
+                            .without_source(&mut txn, &encoder, &mut metrics)
+                            .await?;
+                        return finish(table, txn, started, metrics).await;
+                    }
                     Gathered::InMemory(batches) => batches,
                     Gathered::Ranges(ranges) => {
                         txn = txn.with_parameter("sourceRanges", ranges.len());
@@ -333,6 +341,35 @@ struct Merge<'a> {
 }
 
 impl Merge<'_> {
+    /// A merge whose source stream had no batch: NOT MATCHED BY SOURCE clauses apply to
+    /// every target row, and nothing else can (a table without them is left unchanged).
+    ///
+    /// Fails as [`in_memory`](Self::in_memory) does.
+    async fn without_source(
+        &self,
+        txn: &mut Transaction,
+        encoder: &KeyEncoder,
+        metrics: &mut DmlMetrics,
+    ) -> Result<()> {
+        let by_source: Vec<Clause> = self
+            .clauses
+            .iter()
+            .filter(|c| matches!(c, Clause::BySourceUpdate(..) | Clause::BySourceDelete(..)))
+            .cloned()
+            .collect();
+        if by_source.is_empty() {
+            return Ok(());
+        }
+        let unmatched = Merge {
+            condition: None,
+            clauses: &by_source,
+            ..*self
+        };
+        unmatched
+            .in_memory(txn, vec![encoder.empty_source()], metrics)
+            .await
+    }
+
     /// Matches a source held in memory whole and puts the changes into `txn`.
     async fn in_memory(
         &self,

@@ -67,6 +67,44 @@ pub(super) struct MergePlan {
     pub(super) key_names: Vec<String>,
 }
 
+/// `batch` with its dictionary-encoded columns (as Parquet readers and other engines
+/// hand out) decoded to their values, which Delta types describe.
+///
+/// Fails when a column cannot be decoded.
+fn without_dictionaries(batch: &RecordBatch) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), ArrowType::Dictionary(..)))
+    {
+        return Ok(batch.clone());
+    }
+    let (mut fields, mut columns) = (Vec::new(), Vec::new());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        match field.data_type() {
+            ArrowType::Dictionary(_, values) => {
+                let decoded = arrow::compute::cast(column, values).map_err(Error::arrow(
+                    format!("decoding source column {:?}", field.name()),
+                ))?;
+                fields.push(
+                    field
+                        .as_ref()
+                        .clone()
+                        .with_data_type(values.as_ref().clone()),
+                );
+                columns.push(decoded);
+            }
+            _ => {
+                fields.push(field.as_ref().clone());
+                columns.push(Arc::clone(column));
+            }
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(Error::arrow("decoding source dictionaries"))
+}
+
 /// `{ target: struct, source: struct }`, the schema conditions and values are bound to.
 fn combined_schema(target: &StructType, source: &StructType) -> StructType {
     let nullable = |s: &StructType| {
@@ -95,6 +133,10 @@ impl MergePlan {
         clauses: &[Clause],
     ) -> Result<Self> {
         let mismatch = |reason: String| Error::SchemaMismatch { reason };
+        let source = source
+            .iter()
+            .map(without_dictionaries)
+            .collect::<Result<Vec<_>>>()?;
         let source_schema =
             source
                 .first()
@@ -103,6 +145,17 @@ impl MergePlan {
                     name: "source",
                     reason: "a merge needs at least one source batch (it may be empty)".into(),
                 })?;
+        // Concatenation pairs columns by position: batches must agree on them first.
+        if let Some(other) = source
+            .iter()
+            .find(|b| b.schema().fields() != source_schema.fields())
+        {
+            return Err(mismatch(format!(
+                "the source batches differ in schema: {:?} after {:?}",
+                other.schema().fields(),
+                source_schema.fields()
+            )));
+        }
         let source = concat_batches(&source_schema, &source)
             .map_err(|e| mismatch(format!("the source batches differ in schema: {e}")))?;
         let target = snapshot.schema();

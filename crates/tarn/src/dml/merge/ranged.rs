@@ -33,6 +33,7 @@ use super::spill::SpilledRanges;
 use super::targets::read_targets;
 use super::{Clause, Merge};
 use crate::error::{Error, Result};
+use crate::indexing::InlineSegments;
 use crate::protocol::{Add, StructField};
 use crate::scan::FileRows;
 use crate::snapshot::Snapshot;
@@ -86,6 +87,17 @@ impl Merge<'_> {
         ranges: SpilledRanges,
         metrics: &mut DmlMetrics,
     ) -> Result<()> {
+        let result = self.match_ranges(txn, &ranges, metrics).await;
+        ranges.remove().await;
+        result
+    }
+
+    async fn match_ranges(
+        &self,
+        txn: &mut Transaction,
+        ranges: &SpilledRanges,
+        metrics: &mut DmlMetrics,
+    ) -> Result<()> {
         let snapshot = self.snapshot;
         let (by_source, per_range): (Vec<Clause>, Vec<Clause>) =
             self.clauses.iter().cloned().partition(|c| {
@@ -97,7 +109,7 @@ impl Merge<'_> {
         let hidden = row_ids::hidden_fields(snapshot);
         let mut touched = TouchedFiles::new();
         let mut scanned = HashSet::new();
-        let mut written = WrittenFiles::default();
+        let inline = InlineSegments::of(snapshot)?;
         let mut schema = snapshot.schema().clone();
         let mut marks_moved = false;
         for index in 0..ranges.len() {
@@ -138,22 +150,25 @@ impl Merge<'_> {
             feed.extend(inserted_feed(snapshot, &inserts));
             new_rows.extend(inserts);
             metrics.bytes_written += write_feed(txn, snapshot, feed, self.now).await?;
-            written.append(write_rows(snapshot, new_rows, self.now).await?);
+            let written = write_rows(snapshot, new_rows, self.now).await?;
+            add_written(txn, snapshot, &inline, written, metrics).await?;
         }
         if !by_source.is_empty() {
             let source_schema = ranges.schema();
-            self.unmatched_pass(
-                txn,
-                &by_source,
-                source_schema,
-                &mut touched,
-                &mut written,
-                metrics,
-            )
-            .await?;
-            scanned.extend(touched.keys().cloned());
+            let all = self
+                .unmatched_pass(
+                    txn,
+                    &by_source,
+                    source_schema,
+                    &inline,
+                    &mut touched,
+                    metrics,
+                )
+                .await?;
+            scanned.extend(all);
         }
         metrics.files_scanned = scanned.len();
+        metrics.files_skipped = snapshot.files().len().saturating_sub(scanned.len());
         let touched: Vec<Touched> = touched
             .into_values()
             .filter(|t| !t.deleted.is_empty())
@@ -175,24 +190,17 @@ impl Merge<'_> {
                     })
                     .collect();
                 mark_deleted(txn, snapshot, changes, self.now, metrics).await?;
-                commit_rewrites(
-                    txn,
-                    snapshot,
-                    Vec::new(),
-                    written,
-                    Feed::new(),
-                    self.now,
-                    metrics,
-                )
-                .await?;
+                // Segments all of whose files the merge emptied go with them.
+                InlineSegments::apply(txn, snapshot, Default::default())?;
             }
             ChangeStrategy::CopyOnWrite => {
                 let rewrites = rewrite_without(snapshot, touched, self.now).await?;
+                let none = WrittenFiles::default();
                 commit_rewrites(
                     txn,
                     snapshot,
                     rewrites,
-                    written,
+                    none,
                     Feed::new(),
                     self.now,
                     metrics,
@@ -216,22 +224,25 @@ impl Merge<'_> {
         txn: &mut Transaction,
         by_source: &[Clause],
         source_schema: arrow::datatypes::SchemaRef,
+        inline: &InlineSegments,
         touched: &mut TouchedFiles,
-        written: &mut WrittenFiles,
         metrics: &mut DmlMetrics,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let snapshot = self.snapshot;
         let empty = RecordBatch::new_empty(source_schema);
         let plan = MergePlan::new(snapshot, vec![empty], self.keys, None, by_source)?;
         let files = snapshot.scan().plan().await?;
         txn.record_read_files(&files.files);
+        let paths = files.files.iter().map(|a| a.path.clone()).collect();
         let hidden: Vec<StructField> = row_ids::hidden_fields(snapshot);
         let mut reads = futures::stream::iter(files.files)
             .map(|add| {
                 let snapshot = snapshot.clone();
                 async move { read_candidates(&snapshot, &[add]).await }
             })
-            .buffered(crate::tasks::cores());
+            // One file at a time, its row groups decoded on every core: memory holds one
+            // file's rows.
+            .buffered(1);
         let mut changed = TargetChanges::new(&plan, snapshot, &hidden, self.allow_partition_moves);
         while let Some(read) = reads.try_next().await? {
             for (add, rows) in read {
@@ -249,13 +260,13 @@ impl Merge<'_> {
                 .map(RecordBatch::get_array_memory_size)
                 .sum();
             if held > self.memory_limit {
-                self.flush(txn, &mut changed, written, metrics).await?;
+                self.flush(txn, &mut changed, inline, metrics).await?;
             }
         }
         if !changed.new_rows.is_empty() || !changed.feed.is_empty() {
-            self.flush(txn, &mut changed, written, metrics).await?;
+            self.flush(txn, &mut changed, inline, metrics).await?;
         }
-        Ok(())
+        Ok(paths)
     }
 
     /// Writes the new rows and the change feed gathered so far.
@@ -263,15 +274,46 @@ impl Merge<'_> {
         &self,
         txn: &mut Transaction,
         changed: &mut TargetChanges<'_>,
-        written: &mut WrittenFiles,
+        inline: &InlineSegments,
         metrics: &mut DmlMetrics,
     ) -> Result<()> {
         let feed = std::mem::take(&mut changed.feed);
         metrics.bytes_written += write_feed(txn, self.snapshot, feed, self.now).await?;
         let rows = std::mem::take(&mut changed.new_rows);
-        written.append(write_rows(self.snapshot, rows, self.now).await?);
-        Ok(())
+        let written = write_rows(self.snapshot, rows, self.now).await?;
+        add_written(txn, self.snapshot, inline, written, metrics).await
     }
+}
+
+/// Adds the files a range wrote to `txn` at once, with their inline index segments, so
+/// their indexed columns are not held until the last range.
+///
+/// Fails when a segment cannot be built or uploaded.
+async fn add_written(
+    txn: &mut Transaction,
+    snapshot: &Snapshot,
+    inline: &InlineSegments,
+    written: WrittenFiles,
+    metrics: &mut DmlMetrics,
+) -> Result<()> {
+    if written.adds.is_empty() {
+        return Ok(());
+    }
+    inline
+        .add_to(
+            txn,
+            snapshot,
+            &written.adds,
+            &inline.columns(),
+            &written.captured,
+        )
+        .await?;
+    metrics.files_added += written.adds.len();
+    metrics.bytes_written += written.bytes;
+    for add in written.adds {
+        txn.add_file(add);
+    }
+    Ok(())
 }
 
 /// A file's rows without those at `positions`.

@@ -17,8 +17,10 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::SchemaRef;
-use arrow::ipc::reader::FileReader;
-use arrow::ipc::writer::FileWriter;
+// The stream format, not the file format: it takes a new dictionary in every batch, as
+// sources read from Parquet or another engine bring.
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
 use arrow::row::{RowConverter, Rows, SortField};
 use futures::StreamExt;
 
@@ -35,6 +37,10 @@ const SAMPLE_SIZE: usize = 64 * 1024;
 /// matching a range also holds its hash table, the target rows it matches and the rows
 /// it writes.
 const RANGE_SHARE: usize = 4;
+
+/// Most ranges a source is cut into, each an open file while the source is cut: a source
+/// larger than this many ranges of the limit's share gets larger ranges.
+const MAX_RANGES: usize = 512;
 
 /// The source of a merge, gathered.
 pub(super) enum Gathered {
@@ -77,6 +83,17 @@ impl KeyEncoder {
             keys,
             converter: Arc::new(converter),
         })
+    }
+
+    /// An empty source of just the key columns, in the target's types: what a source
+    /// stream that brought no batch stands for.
+    pub(super) fn empty_source(&self) -> RecordBatch {
+        let fields: Vec<arrow::datatypes::Field> = self
+            .keys
+            .iter()
+            .map(|(s, f)| arrow::datatypes::Field::new(s, f.data_type.to_arrow(), true))
+            .collect();
+        RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::new(fields)))
     }
 
     /// The batch's keys, row-encoded, and per row whether any key is null.
@@ -171,14 +188,27 @@ impl SpilledRanges {
     pub(super) async fn read(&self, index: usize) -> Result<Vec<RecordBatch>> {
         let path = self.dir.file(&format!("range-{index}.arrow"));
         crate::tasks::blocking("reading a merge spill file", move || {
+            // A range no row fell into has no file.
+            if !path.exists() {
+                return Ok(Vec::new());
+            }
             let file = File::open(&path).map_err(spill_error(&path))?;
-            let reader = FileReader::try_new(BufReader::new(file), None)
+            let reader = StreamReader::try_new(BufReader::new(file), None)
                 .map_err(spill_arrow_error(&path))?;
             reader
                 .map(|b| b.map_err(spill_arrow_error(&path)))
                 .collect()
         })
         .await
+    }
+
+    /// Removes the spill files, off the async threads.
+    pub(super) async fn remove(self) {
+        let _ = crate::tasks::blocking("removing merge spill files", move || {
+            drop(self);
+            Ok(())
+        })
+        .await;
     }
 }
 
@@ -207,15 +237,29 @@ pub(super) async fn gather(
     if bytes <= limit {
         return Ok(Gathered::InMemory(held));
     }
-    let dir = SpillDir::new(parent)?;
-    let mut spiller = Spiller::start(dir, held[0].schema(), encoder.clone())?;
+    let (parent, schema, encoder) = (parent.to_path_buf(), held[0].schema(), encoder.clone());
+    let mut spiller = crate::tasks::blocking("starting a merge spill", move || {
+        Spiller::start(SpillDir::new(&parent)?, schema, encoder)
+    })
+    .await?;
     for batch in held {
         spiller = spiller.push(batch).await?;
     }
     while let Some(batch) = stream.next().await {
-        spiller = spiller.push(batch?).await?;
+        match batch {
+            Ok(batch) => spiller = spiller.push(batch).await?,
+            Err(e) => {
+                // The spill is removed off the async threads.
+                let _ = crate::tasks::blocking("removing a merge spill", move || {
+                    drop(spiller);
+                    Ok(())
+                })
+                .await;
+                return Err(e);
+            }
+        }
     }
-    let ranges = spiller.total_bytes.div_ceil(limit as u64).max(2) as usize;
+    let ranges = (spiller.total_bytes.div_ceil(limit as u64) as usize).clamp(2, MAX_RANGES);
     let spilled = crate::tasks::blocking("cutting a merge source into key ranges", move || {
         spiller.cut(ranges)
     })
@@ -227,7 +271,7 @@ pub(super) async fn gather(
 struct Spiller {
     dir: SpillDir,
     path: PathBuf,
-    writer: FileWriter<BufWriter<File>>,
+    writer: StreamWriter<BufWriter<File>>,
     schema: SchemaRef,
     encoder: KeyEncoder,
     /// Reservoir sample of non-null row-encoded keys.
@@ -241,8 +285,8 @@ impl Spiller {
     fn start(dir: SpillDir, schema: SchemaRef, encoder: KeyEncoder) -> Result<Self> {
         let path = dir.file("source.arrow");
         let file = File::create(&path).map_err(spill_error(&path))?;
-        let writer =
-            FileWriter::try_new(BufWriter::new(file), &schema).map_err(spill_arrow_error(&path))?;
+        let writer = StreamWriter::try_new(BufWriter::new(file), &schema)
+            .map_err(spill_arrow_error(&path))?;
         Ok(Self {
             dir,
             path,
@@ -315,24 +359,21 @@ impl Spiller {
             .map_err(spill_arrow_error(&self.path))?;
         let mut sample = std::mem::take(&mut self.sample);
         sample.sort_unstable();
-        // Only null keys: they match nothing, and one range holds them.
-        let ranges = if sample.is_empty() { 1 } else { ranges };
         // Upper bounds of the ranges but the last: a key goes to the first range whose
-        // bound exceeds it.
-        let bounds: Vec<Vec<u8>> = (1..ranges)
+        // bound exceeds it. Repeated bounds (a key most rows share) make one range.
+        let mut bounds: Vec<Vec<u8>> = (1..ranges)
+            .filter(|_| !sample.is_empty())
             .map(|r| sample[(r * sample.len() / ranges).min(sample.len() - 1)].clone())
             .collect();
+        bounds.dedup();
+        let ranges = bounds.len() + 1;
         let file = File::open(&self.path).map_err(spill_error(&self.path))?;
-        let reader = FileReader::try_new(BufReader::new(file), None)
+        let reader = StreamReader::try_new(BufReader::new(file), None)
             .map_err(spill_arrow_error(&self.path))?;
         let schema = reader.schema();
-        let mut writers = (0..ranges)
-            .map(|r| {
-                let path = self.dir.file(&format!("range-{r}.arrow"));
-                let file = File::create(&path).map_err(spill_error(&path))?;
-                FileWriter::try_new(BufWriter::new(file), &schema).map_err(spill_arrow_error(&path))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Opened when a first row falls into the range.
+        let mut writers: Vec<Option<(PathBuf, StreamWriter<BufWriter<File>>)>> =
+            (0..ranges).map(|_| None).collect();
         for batch in reader {
             let batch = batch.map_err(spill_arrow_error(&self.path))?;
             let (rows, nulls) = self.encoder.encode(&batch)?;
@@ -353,13 +394,21 @@ impl Spiller {
                 }
                 let part = take_record_batch(&batch, &UInt32Array::from(indices))
                     .map_err(Error::arrow("cutting a merge source into key ranges"))?;
-                writers[range]
-                    .write(&part)
-                    .map_err(spill_arrow_error(&self.path))?;
+                let (path, writer) = match &mut writers[range] {
+                    Some(open) => open,
+                    slot => {
+                        let path = self.dir.file(&format!("range-{range}.arrow"));
+                        let file = File::create(&path).map_err(spill_error(&path))?;
+                        let writer = StreamWriter::try_new(BufWriter::new(file), &schema)
+                            .map_err(spill_arrow_error(&path))?;
+                        slot.insert((path, writer))
+                    }
+                };
+                writer.write(&part).map_err(spill_arrow_error(path))?;
             }
         }
-        for writer in &mut writers {
-            writer.finish().map_err(spill_arrow_error(&self.path))?;
+        for (path, writer) in writers.iter_mut().flatten() {
+            writer.finish().map_err(spill_arrow_error(path))?;
         }
         drop(writers);
         // The first pass's file is no longer needed.

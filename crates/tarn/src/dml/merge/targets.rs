@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use roaring::RoaringTreemap;
 
-use super::super::{read_candidates, read_selected, row_ids, shares_for};
+use super::super::{read_candidates, read_selected, records_feed, row_ids, shares_for};
 use super::plan::{MergePlan, take_rows};
 use crate::error::Result;
 use crate::protocol::Add;
@@ -43,8 +43,11 @@ pub(super) async fn read_targets(
         }
     }
     // When the clauses need nothing of the target but its keys (an upsert setting
-    // every column from the source), the keys are all that is read.
-    let keys_only = !plan.needs_target_values() && snapshot.partition_columns().is_empty();
+    // every column from the source) and no change feed wants its old rows, the keys are
+    // all that is read.
+    let keys_only = !plan.needs_target_values()
+        && snapshot.partition_columns().is_empty()
+        && !records_feed(snapshot);
     if keys_only {
         unindexed.append(&mut wanted);
     }
