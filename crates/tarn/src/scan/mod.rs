@@ -8,6 +8,7 @@
 mod count;
 mod file;
 mod min_max;
+mod parts;
 mod plan_stats;
 mod predicates;
 mod row_groups;

@@ -1,0 +1,63 @@
+//! A planned scan read in parts, for an engine that runs a scan on threads of its own (a
+//! DataFusion plan's output partitions): the scan is planned once, and each part reads
+//! every `parts`-th planned file, with the rows the plan's indices selected in it.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::{PlannedFile, RecordBatchStream, Scan, ScanPlan, file, limited};
+use crate::error::{Error, Result};
+
+impl Scan {
+    /// Reads part `part` of `parts` of `plan`, which [`plan`](Self::plan) made for this
+    /// scan: every `parts`-th planned file from the `part`-th, as
+    /// [`execute`](Self::execute) reads them (deleted rows skipped, the predicate
+    /// applied, at most the scan's limit of rows per part). The parts together return
+    /// what `execute` returns.
+    ///
+    /// Fails with [`Error::InvalidArgument`] when `part` is not below `parts`, and as
+    /// `execute` does.
+    pub async fn execute_part(
+        &self,
+        plan: &ScanPlan,
+        part: usize,
+        parts: usize,
+    ) -> Result<RecordBatchStream> {
+        if part >= parts {
+            return Err(Error::InvalidArgument {
+                name: "part",
+                reason: format!("part {part} of {parts}: parts count from 0"),
+            });
+        }
+        let ctx = Arc::new(self.context()?);
+        let files = plan
+            .files
+            .iter()
+            .skip(part)
+            .step_by(parts)
+            .map(|add| {
+                Ok(PlannedFile {
+                    partitions: ctx.partition_values(add)?,
+                    rows: plan.rows_of(&self.snapshot, add).cloned(),
+                    add: add.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let concurrency = self.concurrency_for(&files);
+        let shares = (crate::tasks::cores() / (files.len() * parts).max(1)).max(1);
+        let stream = futures::stream::iter(files)
+            .map(move |file| {
+                crate::tasks::spawn_stream(
+                    "reading a data file",
+                    file::read_file(Arc::clone(&ctx), file, shares),
+                )
+            })
+            .flatten_unordered(concurrency)
+            .boxed();
+        Ok(match self.limit {
+            Some(limit) => limited(stream, limit),
+            None => stream,
+        })
+    }
+}
