@@ -86,3 +86,18 @@ pub fn read_with_duckdb(dir: &Path) -> DuckDbRead {
         batches: tarn_test_support::read_parquet_file(out.path()),
     }
 }
+
+/// DuckDB's answer to `sql` over the table at `dir`, which the query names `t` (a view
+/// of `delta_scan`): the rows it returned.
+pub fn query_with_duckdb(dir: &Path, sql: &str) -> Vec<RecordBatch> {
+    let out = tempfile::Builder::new()
+        .suffix(".parquet")
+        .tempfile()
+        .unwrap();
+    run_script_with(
+        tarn_test_support::duckdb::python(),
+        "duckdb_query.py",
+        &[dir.to_str().unwrap(), sql, out.path().to_str().unwrap()],
+    );
+    tarn_test_support::read_parquet_file(out.path())
+}

@@ -1,0 +1,191 @@
+//! SQL statements that change a table (INSERT, DELETE, UPDATE, TRUNCATE) as one
+//! execution plan each: it runs the Tarn operation (one commit) when executed and
+//! returns the one-row `count` DataFusion expects.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, execute_stream,
+};
+use futures::TryStreamExt;
+use tarn::WriteMode;
+use tarn::expr::Expr;
+
+use crate::provider::SharedTable;
+use crate::to_datafusion;
+
+/// What a statement does to the table.
+#[derive(Debug, Clone)]
+pub(crate) enum Change {
+    /// INSERT INTO (append) or INSERT OVERWRITE: the rows of `input`.
+    Insert {
+        input: Arc<dyn ExecutionPlan>,
+        mode: WriteMode,
+    },
+    /// DELETE FROM ... WHERE `predicate`, or TRUNCATE (every row).
+    Delete { predicate: Expr },
+    /// UPDATE ... SET `sets` WHERE `predicate`.
+    Update {
+        predicate: Expr,
+        sets: Vec<(String, Expr)>,
+    },
+}
+
+/// The plan of one changing statement.
+#[derive(Debug)]
+pub(crate) struct ChangeExec {
+    table: SharedTable,
+    change: Change,
+    properties: Arc<PlanProperties>,
+}
+
+/// `count UInt64`, the one column a changing statement returns.
+fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+impl ChangeExec {
+    pub(crate) fn new(table: SharedTable, change: Change) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Self {
+            table,
+            change,
+            properties: Arc::new(properties),
+        }
+    }
+}
+
+impl DisplayAs for ChangeExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.change {
+            Change::Insert { mode, .. } => write!(f, "TarnInsertExec: mode={mode:?}"),
+            Change::Delete { predicate } => write!(f, "TarnDeleteExec: predicate={predicate}"),
+            Change::Update { predicate, sets } => {
+                let sets: Vec<String> = sets.iter().map(|(c, e)| format!("{c} = {e}")).collect();
+                write!(
+                    f,
+                    "TarnUpdateExec: set=[{}], predicate={predicate}",
+                    sets.join(", ")
+                )
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for ChangeExec {
+    fn name(&self) -> &str {
+        "TarnChangeExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        match &self.change {
+            Change::Insert { input, .. } => vec![input],
+            _ => Vec::new(),
+        }
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let change = match (&self.change, children.as_slice()) {
+            (Change::Insert { mode, .. }, [input]) => Change::Insert {
+                input: Arc::clone(input),
+                mode: *mode,
+            },
+            (Change::Insert { .. }, _) => {
+                return internal_err!("an INSERT plan takes exactly one input");
+            }
+            (other, []) => other.clone(),
+            _ => return internal_err!("a DELETE or UPDATE plan takes no input"),
+        };
+        Ok(Arc::new(Self::new(Arc::clone(&self.table), change)))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("a changing statement has one partition, not {partition}");
+        }
+        let (table, change) = (Arc::clone(&self.table), self.change.clone());
+        let run = async move {
+            let count = run(table, change, context).await?;
+            RecordBatch::try_new(
+                count_schema(),
+                vec![Arc::new(UInt64Array::from(vec![count]))],
+            )
+            .map_err(DataFusionError::from)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(run),
+        )))
+    }
+}
+
+/// Runs `change` as one Tarn operation and returns the rows it inserted, deleted or
+/// updated.
+async fn run(table: SharedTable, change: Change, context: Arc<TaskContext>) -> Result<u64> {
+    let mut table = table.lock().await;
+    match change {
+        Change::Insert { input, mode } => {
+            let rows = execute_stream(input, context)?
+                .map_err(|e| DataFusionError::Context("the INSERT's input".into(), Box::new(e)));
+            let outcome = table
+                .write_stream(rows)
+                .with_mode(mode)
+                .execute()
+                .await
+                .map_err(to_datafusion)?;
+            Ok(outcome.rows_written)
+        }
+        Change::Delete { predicate } => {
+            let outcome = table
+                .delete(predicate)
+                .execute()
+                .await
+                .map_err(to_datafusion)?;
+            Ok(outcome.metrics.rows_deleted)
+        }
+        Change::Update { predicate, sets } => {
+            let mut update = table.update().filter(predicate);
+            for (column, value) in sets {
+                update = update.set(column, value);
+            }
+            let outcome = update.execute().await.map_err(to_datafusion)?;
+            Ok(outcome.metrics.rows_updated)
+        }
+    }
+}

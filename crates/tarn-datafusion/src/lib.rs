@@ -1,0 +1,64 @@
+//! Tarn tables in DataFusion.
+//!
+//! [`TarnTableProvider`] makes a Tarn table a DataFusion table: a query's projection,
+//! limit and filters go into Tarn's planner (partition values, file statistics, row
+//! groups, index lookups, deletion vectors), each filter Tarn can express is reported
+//! `Exact` and the rest stay with DataFusion; the scan is read in one part per output
+//! partition; `EXPLAIN` shows the files planned and skipped. `INSERT INTO` and `INSERT
+//! OVERWRITE`, `DELETE`, `UPDATE` and `TRUNCATE` run as Tarn operations (the table's
+//! copy-on-write or merge-on-read strategy, its constraints, generated and identity
+//! columns), one commit per statement. `text_match(column, 'query')` searches a
+//! full-text index.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use datafusion::prelude::SessionContext;
+//! use tarn_datafusion::TarnTableProvider;
+//!
+//! # async fn demo() -> datafusion::common::Result<()> {
+//! let ctx = SessionContext::new();
+//! tarn_datafusion::register(&ctx);
+//! let sales = TarnTableProvider::open("/data/sales").await.map_err(tarn_datafusion::to_datafusion)?;
+//! ctx.register_table("sales", Arc::new(sales))?;
+//! ctx.sql("SELECT country, sum(amount) FROM sales GROUP BY country").await?.show().await?;
+//! ctx.sql("DELETE FROM sales WHERE customer = 'c-42'").await?.collect().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod dml;
+mod expr;
+mod provider;
+mod scan;
+mod search;
+
+use datafusion::common::DataFusionError;
+use datafusion::prelude::SessionContext;
+
+pub use provider::TarnTableProvider;
+pub use search::{TEXT_MATCH, text_match_udf};
+
+// docs/sql.md's example compiles as a doc test, so it cannot drift from the API.
+#[cfg(doctest)]
+mod doc_examples {
+    #[doc = include_str!("../../../docs/sql.md")]
+    struct Sql;
+}
+
+/// Registers Tarn's SQL functions (`text_match`) in `ctx`.
+pub fn register(ctx: &SessionContext) {
+    ctx.register_udf(text_match_udf());
+}
+
+/// A Tarn error as DataFusion's, keeping it as the source so callers can downcast it.
+pub fn to_datafusion(error: tarn::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(error))
+}
+
+/// The live rows of a data file: its `numRecords` less the rows its deletion vector
+/// marks; `None` without statistics.
+pub(crate) fn live_rows(add: &tarn::protocol::Add) -> Option<u64> {
+    let records = add.stats.as_ref()?.num_records()?;
+    let deleted = add.deletion_vector.as_ref().map_or(0, |dv| dv.cardinality);
+    records.checked_sub(u64::try_from(deleted).ok()?)
+}

@@ -1,0 +1,237 @@
+//! [`TarnTableProvider`]: a Tarn table as a DataFusion table. Scans push their
+//! projection, limit and filters into Tarn's planner; INSERT, DELETE, UPDATE and
+//! TRUNCATE run as Tarn operations, one commit per statement.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result, Statistics, not_impl_err, plan_err};
+use datafusion::datasource::TableType;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use tarn::expr::Expr as TarnExpr;
+use tarn::{Snapshot, Table, WriteMode};
+
+use crate::dml::{Change, ChangeExec};
+use crate::expr::to_tarn;
+use crate::scan::TarnScanExec;
+use crate::to_datafusion;
+
+/// A table handle shared by the provider and the statements it plans.
+pub(crate) type SharedTable = Arc<tokio::sync::Mutex<Table>>;
+
+/// A Tarn table as a DataFusion [`TableProvider`].
+///
+/// Each query reads the handle's snapshot as of planning; statements that change the
+/// table commit through the handle, so later queries see them. Other writers' commits
+/// are seen after [`refresh`](Self::refresh).
+#[derive(Debug, Clone)]
+pub struct TarnTableProvider {
+    table: SharedTable,
+    schema: SchemaRef,
+}
+
+impl TarnTableProvider {
+    /// The provider of an open table.
+    pub fn new(table: Table) -> Self {
+        let schema = Arc::clone(table.snapshot().arrow_schema());
+        Self {
+            table: Arc::new(tokio::sync::Mutex::new(table)),
+            schema,
+        }
+    }
+
+    /// Opens the table at `url` (a path, `memory://name` or `s3://bucket/prefix`).
+    ///
+    /// Fails as [`Table::open`] does.
+    pub async fn open(url: &str) -> tarn::Result<Self> {
+        Ok(Self::new(Table::open(url).await?))
+    }
+
+    /// The snapshot queries read now.
+    pub async fn snapshot(&self) -> Snapshot {
+        self.table.lock().await.snapshot().clone()
+    }
+
+    /// Catches up with other writers' commits.
+    ///
+    /// Fails as [`Table::refresh`] does.
+    pub async fn refresh(&self) -> tarn::Result<()> {
+        self.table.lock().await.refresh().await
+    }
+
+    /// The filter's Tarn form when it has one that fits the table's schema.
+    fn pushable(&self, snapshot: &Snapshot, filter: &Expr) -> Option<TarnExpr> {
+        let translated = to_tarn(filter)?;
+        translated.bind(snapshot.schema()).ok()?;
+        Some(translated)
+    }
+
+    /// The Tarn predicate of a DELETE or UPDATE: every filter must translate, and one
+    /// must name a column (DataFusion passes none, or a constant `true`, for a WHERE of
+    /// `IN` or `EXISTS` subqueries, which must not become "every row").
+    async fn statement_predicate(&self, statement: &str, filters: &[Expr]) -> Result<TarnExpr> {
+        let snapshot = self.snapshot().await;
+        // A subquery's decorrelation can leave a constant `true` on the table: that is no
+        // predicate either.
+        if filters.iter().all(|f| f.column_refs().is_empty()) {
+            return plan_err!(
+                "{statement} on a Tarn table needs a WHERE clause on the table's columns \
+                 (a WHERE of IN or EXISTS subqueries reaches the table as no predicate, and \
+                 is refused rather than run on every row); TRUNCATE empties the table"
+            );
+        }
+        let mut predicate: Option<TarnExpr> = None;
+        for filter in filters {
+            let Some(part) = self.pushable(&snapshot, filter) else {
+                return plan_err!(
+                    "{statement} on a Tarn table: the condition {filter} has no Tarn \
+                     equivalent (Tarn takes comparisons, AND, OR, NOT, IS NULL, IN lists, \
+                     BETWEEN and arithmetic on the table's columns)"
+                );
+            };
+            predicate = Some(match predicate {
+                Some(p) => p.and(part),
+                None => part,
+            });
+        }
+        predicate.map_or_else(|| plan_err!("{statement}: no predicate"), Ok)
+    }
+}
+
+#[async_trait]
+impl TableProvider for TarnTableProvider {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.snapshot().await;
+        let mut scan = snapshot.scan();
+        if let Some(projection) = projection {
+            let names: Vec<String> = projection
+                .iter()
+                .map(|i| self.schema.field(*i).name().clone())
+                .collect();
+            scan = scan.select(names);
+        }
+        let predicate = filters
+            .iter()
+            .filter_map(|f| self.pushable(&snapshot, f))
+            .reduce(TarnExpr::and);
+        if let Some(predicate) = &predicate {
+            scan = scan.filter(predicate.clone());
+        }
+        if let Some(limit) = limit {
+            scan = scan.with_limit(limit);
+        }
+        let plan = scan.plan().await.map_err(to_datafusion)?;
+        let parts = state.config().target_partitions();
+        Ok(Arc::new(TarnScanExec::new(
+            scan,
+            plan,
+            predicate.map(|p| p.to_string()),
+            limit,
+            parts,
+        )))
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // Tarn applies a pushed predicate row by row, so what it takes is exact.
+        let snapshot = match self.table.try_lock() {
+            Ok(table) => table.snapshot().clone(),
+            Err(_) => {
+                return Ok(vec![
+                    TableProviderFilterPushDown::Unsupported;
+                    filters.len()
+                ]);
+            }
+        };
+        Ok(filters
+            .iter()
+            .map(|f| match self.pushable(&snapshot, f) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        let table = self.table.try_lock().ok()?;
+        let mut statistics = Statistics::new_unknown(&self.schema);
+        let rows: Option<u64> = table.snapshot().files().map(crate::live_rows).sum();
+        statistics.num_rows = rows
+            .and_then(|r| usize::try_from(r).ok())
+            .map_or(Precision::Absent, Precision::Exact);
+        Some(statistics)
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let mode = match insert_op {
+            InsertOp::Append => WriteMode::Append,
+            InsertOp::Overwrite => WriteMode::Overwrite,
+            InsertOp::Replace => return not_impl_err!("REPLACE INTO a Tarn table"),
+        };
+        let change = Change::Insert { input, mode };
+        Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
+    }
+
+    async fn delete_from(
+        &self,
+        _state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let predicate = self.statement_predicate("DELETE", &filters).await?;
+        let change = Change::Delete { predicate };
+        Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
+    }
+
+    async fn update(
+        &self,
+        _state: &dyn Session,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let predicate = self.statement_predicate("UPDATE", &filters).await?;
+        let mut sets = Vec::new();
+        for (column, value) in assignments {
+            let Some(value) = to_tarn(&value) else {
+                return plan_err!(
+                    "UPDATE on a Tarn table: the value {value} of {column} has no Tarn \
+                     equivalent (Tarn takes constants, columns and arithmetic)"
+                );
+            };
+            sets.push((column, value));
+        }
+        let change = Change::Update { predicate, sets };
+        Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
+    }
+
+    async fn truncate(&self, _state: &dyn Session) -> Result<Arc<dyn ExecutionPlan>> {
+        let predicate = tarn::expr::lit(true);
+        let change = Change::Delete { predicate };
+        Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
+    }
+}

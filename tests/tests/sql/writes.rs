@@ -1,0 +1,126 @@
+//! INSERT, DELETE, UPDATE and TRUNCATE through SQL: one Tarn commit per statement, with
+//! the table's strategy (merge-on-read writes deletion vectors), read back by DuckDB with
+//! the same rows; statements whose predicate does not reach the table are refused.
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::UInt64Type;
+use tarn_tests::python::read_with_duckdb;
+use tarn_tests::rows::{align, canonical_rows, row_count};
+
+use super::{run, sales, session};
+
+/// The `count` a changing statement returns.
+fn count(batches: &[RecordBatch]) -> u64 {
+    batches[0]
+        .column_by_name("count")
+        .unwrap()
+        .as_primitive::<UInt64Type>()
+        .value(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_commit_once_each_and_duckdb_reads_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, provider) = session(sales(dir.path()).await);
+    let start = provider.snapshot().await.version();
+
+    let inserted = run(
+        &ctx,
+        "INSERT INTO t VALUES \
+         (1000, 'new', 'NL', 10.5, TIMESTAMP '2024-01-01T00:00:00Z', DATE '2024-01-01'), \
+         (1001, NULL, 'FR', 20.0, NULL, NULL)",
+    )
+    .await;
+    assert_eq!(count(&inserted), 2);
+    let copied = run(&ctx, "INSERT INTO t SELECT * FROM t WHERE id < 20").await;
+    assert_eq!(count(&copied), 17);
+
+    // NL holds the ids that are multiples of 5; multiples of 7 are already gone.
+    let deleted = run(
+        &ctx,
+        "DELETE FROM t WHERE id >= 300 AND id < 1000 AND country = 'NL'",
+    )
+    .await;
+    assert_eq!(count(&deleted), 17);
+    let updated = run(
+        &ctx,
+        "UPDATE t SET amount = amount * 2, customer = 'vip' WHERE id BETWEEN 1000 AND 1001",
+    )
+    .await;
+    assert_eq!(count(&updated), 2);
+    let snapshot = provider.snapshot().await;
+    assert_eq!(snapshot.version(), start + 4, "one commit per statement");
+    // The table is merge-on-read: the DELETE and UPDATE marked rows in deletion vectors.
+    assert!(snapshot.files().any(|add| {
+        add.deletion_vector.is_some()
+            && add
+                .partition_values
+                .values()
+                .any(|v| v.as_deref() == Some("NL"))
+    }));
+    let vip = run(
+        &ctx,
+        "SELECT id, amount FROM t WHERE customer = 'vip' ORDER BY id",
+    )
+    .await;
+    let text = arrow::util::pretty::pretty_format_batches(&vip)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("| 1000 | 21.0"), "{text}");
+    assert!(text.contains("| 1001 | 40.0"), "{text}");
+
+    // DuckDB reads what the statements left, row for row.
+    let ours = run(&ctx, "SELECT * FROM t").await;
+    let theirs = read_with_duckdb(dir.path());
+    assert_eq!(theirs.rows, row_count(&ours));
+    let theirs = align(&theirs.batches, &ours[0].schema());
+    assert_eq!(canonical_rows(&ours), canonical_rows(&theirs));
+
+    let overwritten = run(&ctx, "INSERT OVERWRITE t SELECT * FROM t WHERE id < 50").await;
+    assert!(count(&overwritten) > 0);
+    let left = run(&ctx, "SELECT count(*) AS n FROM t WHERE id >= 50").await;
+    let text = arrow::util::pretty::pretty_format_batches(&left)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("| 0 "), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, provider) = session(sales(dir.path()).await);
+    let version = provider.snapshot().await.version();
+    let refused = |sql: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let result = match ctx.sql(sql).await {
+                Ok(frame) => frame.collect().await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            let err = result.expect_err(sql);
+            err.to_string()
+        }
+    };
+    // Subqueries over another table reach the table as no predicate at all.
+    run(&ctx, "CREATE TABLE u AS VALUES (1), (2), (3)").await;
+    let err = refused("DELETE FROM t WHERE id IN (SELECT column1 FROM u)").await;
+    assert!(err.contains("needs a WHERE clause"), "{err}");
+    let err =
+        refused("UPDATE t SET amount = 0 WHERE EXISTS (SELECT 1 FROM u WHERE column1 = 2)").await;
+    assert!(err.contains("needs a WHERE clause"), "{err}");
+    let err = refused("DELETE FROM t").await;
+    assert!(err.contains("TRUNCATE"), "{err}");
+    let err = refused("UPDATE t SET amount = 0").await;
+    assert!(err.contains("needs a WHERE clause"), "{err}");
+    let err = refused("DELETE FROM t WHERE customer LIKE 'c%'").await;
+    assert!(err.contains("no Tarn equivalent"), "{err}");
+    assert_eq!(
+        provider.snapshot().await.version(),
+        version,
+        "nothing committed"
+    );
+
+    let emptied = run(&ctx, "TRUNCATE TABLE t").await;
+    assert_eq!(count(&emptied), 342);
+    assert_eq!(row_count(&run(&ctx, "SELECT * FROM t").await), 0);
+}
