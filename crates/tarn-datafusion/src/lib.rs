@@ -6,9 +6,10 @@
 //! `Exact` and the rest stay with DataFusion; the scan is read in one part per output
 //! partition; `EXPLAIN` shows the files planned and skipped. `INSERT INTO` and `INSERT
 //! OVERWRITE`, `DELETE`, `UPDATE` and `TRUNCATE` run as Tarn operations (the table's
-//! copy-on-write or merge-on-read strategy, its constraints, generated and identity
-//! columns), one commit per statement. `text_match(column, 'query')` searches a
-//! full-text index.
+//! copy-on-write or merge-on-read strategy and its constraints), one commit per
+//! statement; [`register`] installs the check that refuses a DELETE or UPDATE whose
+//! subqueries DataFusion would drop. `text_match(column, 'query')` searches a full-text
+//! index. `docs/sql.md` says what is pushed down and what is refused.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -28,6 +29,7 @@
 
 mod dml;
 mod expr;
+mod guard;
 mod provider;
 mod scan;
 mod search;
@@ -45,9 +47,13 @@ mod doc_examples {
     struct Sql;
 }
 
-/// Registers Tarn's SQL functions (`text_match`) in `ctx`.
+/// Registers Tarn's SQL functions (`text_match`) in `ctx`, and the check that refuses
+/// DELETE and UPDATE statements on Tarn tables whose WHERE or SET reaches other rows
+/// (subqueries, `UPDATE ... FROM`), which DataFusion would hand over incompletely. Without
+/// it, DELETE and UPDATE on Tarn tables are refused.
 pub fn register(ctx: &SessionContext) {
     ctx.register_udf(text_match_udf());
+    ctx.add_analyzer_rule(std::sync::Arc::new(guard::DmlGuard));
 }
 
 /// A Tarn error as DataFusion's, keeping it as the source so callers can downcast it.

@@ -8,10 +8,11 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Result, Statistics, not_impl_err, plan_err};
 use datafusion::datasource::TableType;
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use tarn::expr::Expr as TarnExpr;
 use tarn::{Snapshot, Table, WriteMode};
@@ -64,17 +65,31 @@ impl TarnTableProvider {
         self.table.lock().await.refresh().await
     }
 
-    /// The filter's Tarn form when it has one that fits the table's schema.
+    /// The filter's Tarn form when it has one that fits the table's schema and that
+    /// Tarn evaluates as DataFusion does.
     fn pushable(&self, snapshot: &Snapshot, filter: &Expr) -> Option<TarnExpr> {
-        let translated = to_tarn(filter)?;
-        translated.bind(snapshot.schema()).ok()?;
-        Some(translated)
+        match same_answers(&self.schema, filter) {
+            true => translated(snapshot, filter),
+            false => None,
+        }
     }
 
     /// The Tarn predicate of a DELETE or UPDATE: every filter must translate, and one
     /// must name a column (DataFusion passes none, or a constant `true`, for a WHERE of
     /// `IN` or `EXISTS` subqueries, which must not become "every row").
-    async fn statement_predicate(&self, statement: &str, filters: &[Expr]) -> Result<TarnExpr> {
+    async fn statement_predicate(
+        &self,
+        state: &dyn Session,
+        statement: &str,
+        filters: &[Expr],
+    ) -> Result<TarnExpr> {
+        if !crate::guard::installed(state) {
+            return plan_err!(
+                "{statement} on a Tarn table needs a session set up by \
+                 tarn_datafusion::register, which refuses statements DataFusion would hand \
+                 over without their subqueries"
+            );
+        }
         let snapshot = self.snapshot().await;
         // A subquery's decorrelation can leave a constant `true` on the table: that is no
         // predicate either.
@@ -87,7 +102,9 @@ impl TarnTableProvider {
         }
         let mut predicate: Option<TarnExpr> = None;
         for filter in filters {
-            let Some(part) = self.pushable(&snapshot, filter) else {
+            // A statement's condition is Tarn's to evaluate, as the same call through
+            // Tarn's API would.
+            let Some(part) = translated(&snapshot, filter) else {
                 return plan_err!(
                     "{statement} on a Tarn table: the condition {filter} has no Tarn \
                      equivalent (Tarn takes comparisons, AND, OR, NOT, IS NULL, IN lists, \
@@ -101,6 +118,37 @@ impl TarnTableProvider {
         }
         predicate.map_or_else(|| plan_err!("{statement}: no predicate"), Ok)
     }
+}
+
+/// `filter` in Tarn's terms, when it has them and they fit the table's schema.
+fn translated(snapshot: &Snapshot, filter: &Expr) -> Option<TarnExpr> {
+    let translated = to_tarn(filter)?;
+    translated.bind(snapshot.schema()).ok()?;
+    Some(translated)
+}
+
+/// Whether Tarn answers `filter` as DataFusion would. Not for floating-point columns
+/// (file statistics leave NaN out, so pruning could drop a NaN row DataFusion keeps) nor
+/// arithmetic (Tarn's is checked where DataFusion's wraps, and its decimal scales
+/// differ).
+fn same_answers(schema: &SchemaRef, filter: &Expr) -> bool {
+    let floats = filter.column_refs().iter().any(|c| {
+        schema
+            .field_with_name(&c.name)
+            .is_ok_and(|f| f.data_type().is_floating())
+    });
+    let arithmetic = filter
+        .exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::BinaryExpr(b) if matches!(
+                    b.op,
+                    Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Divide
+                )
+            ))
+        })
+        .unwrap_or(true);
+    !floats && !arithmetic
 }
 
 #[async_trait]
@@ -121,6 +169,13 @@ impl TableProvider for TarnTableProvider {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let snapshot = self.snapshot().await;
+        if snapshot.arrow_schema().as_ref() != self.schema.as_ref() {
+            return plan_err!(
+                "the Tarn table's schema changed at version {} since the provider was \
+                 made; register a new TarnTableProvider to query it",
+                snapshot.version()
+            );
+        }
         let mut scan = snapshot.scan();
         if let Some(projection) = projection {
             let names: Vec<String> = projection
@@ -129,10 +184,17 @@ impl TableProvider for TarnTableProvider {
                 .collect();
             scan = scan.select(names);
         }
-        let predicate = filters
-            .iter()
-            .filter_map(|f| self.pushable(&snapshot, f))
-            .reduce(TarnExpr::and);
+        // DataFusion passes the filters this provider took: each must still translate.
+        let mut predicate: Option<TarnExpr> = None;
+        for filter in filters {
+            let Some(part) = self.pushable(&snapshot, filter) else {
+                return plan_err!("the filter {filter} no longer fits the Tarn table");
+            };
+            predicate = Some(match predicate {
+                Some(p) => p.and(part),
+                None => part,
+            });
+        }
         if let Some(predicate) = &predicate {
             scan = scan.filter(predicate.clone());
         }
@@ -200,21 +262,21 @@ impl TableProvider for TarnTableProvider {
 
     async fn delete_from(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let predicate = self.statement_predicate("DELETE", &filters).await?;
+        let predicate = self.statement_predicate(state, "DELETE", &filters).await?;
         let change = Change::Delete { predicate };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
     }
 
     async fn update(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         assignments: Vec<(String, Expr)>,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let predicate = self.statement_predicate("UPDATE", &filters).await?;
+        let predicate = self.statement_predicate(state, "UPDATE", &filters).await?;
         let mut sets = Vec::new();
         for (column, value) in assignments {
             let Some(value) = to_tarn(&value) else {

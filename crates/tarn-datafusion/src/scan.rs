@@ -53,7 +53,8 @@ impl TarnScanExec {
             .sum();
         let rows = match (live, &predicate, limit) {
             (Some(rows), None, None) => Precision::Exact(rows),
-            (Some(rows), None, Some(limit)) => Precision::Exact(rows.min(limit)),
+            // Each part applies the limit: DataFusion's own limit above makes it exact.
+            (Some(rows), None, Some(limit)) => Precision::Inexact(rows.min(limit)),
             (Some(rows), _, _) => Precision::Inexact(rows),
             (None, _, _) => Precision::Absent,
         };

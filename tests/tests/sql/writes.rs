@@ -101,13 +101,19 @@ async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_r
             err.to_string()
         }
     };
-    // Subqueries over another table reach the table as no predicate at all.
+    // DataFusion would hand over only the conditions on `t` itself: with a subquery
+    // beside one, the statement would change more rows than it names.
     run(&ctx, "CREATE TABLE u AS VALUES (1), (2), (3)").await;
-    let err = refused("DELETE FROM t WHERE id IN (SELECT column1 FROM u)").await;
-    assert!(err.contains("needs a WHERE clause"), "{err}");
-    let err =
-        refused("UPDATE t SET amount = 0 WHERE EXISTS (SELECT 1 FROM u WHERE column1 = 2)").await;
-    assert!(err.contains("needs a WHERE clause"), "{err}");
+    for sql in [
+        "DELETE FROM t WHERE id IN (SELECT column1 FROM u)",
+        "DELETE FROM t WHERE country = 'NL' AND id IN (SELECT column1 FROM u)",
+        "DELETE FROM t WHERE country = 'NL' AND NOT EXISTS (SELECT 1 FROM u WHERE column1 = t.id)",
+        "UPDATE t SET amount = 0 WHERE EXISTS (SELECT 1 FROM u WHERE column1 = 2)",
+        "UPDATE t SET amount = (SELECT max(column1) FROM u) WHERE id = 1",
+    ] {
+        let err = refused(sql).await;
+        assert!(err.contains("subqueries"), "{sql}: {err}");
+    }
     let err = refused("DELETE FROM t").await;
     assert!(err.contains("TRUNCATE"), "{err}");
     let err = refused("UPDATE t SET amount = 0").await;
@@ -119,6 +125,21 @@ async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_r
         version,
         "nothing committed"
     );
+
+    // A session without Tarn's check refuses DELETE and UPDATE outright.
+    let bare = datafusion::prelude::SessionContext::new();
+    bare.register_table("t", std::sync::Arc::new(provider.clone()))
+        .unwrap();
+    let err = bare
+        .sql("DELETE FROM t WHERE id = 1")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tarn_datafusion::register"), "{err}");
+    assert_eq!(provider.snapshot().await.version(), version);
 
     let emptied = run(&ctx, "TRUNCATE TABLE t").await;
     assert_eq!(count(&emptied), 342);
