@@ -414,9 +414,21 @@ impl Scan {
         } else {
             self.concurrency_for(&files).max(INDEXED_CONCURRENCY)
         };
+        let shares = (crate::tasks::cores() / files.len().max(1)).max(1);
+        Ok(self.read_files(ctx, files, concurrency, shares))
+    }
+
+    /// Reads the planned `files`, `concurrency` at once, each file's row groups in
+    /// `shares` runs, up to the scan's limit.
+    fn read_files(
+        &self,
+        ctx: Arc<ScanContext>,
+        files: Vec<PlannedFile>,
+        concurrency: usize,
+        shares: usize,
+    ) -> RecordBatchStream {
         // Each file decodes on a task of its own: files in flight use every core; with
         // fewer files than cores, a file's row groups decode in several runs at once.
-        let shares = (crate::tasks::cores() / files.len().max(1)).max(1);
         let stream = futures::stream::iter(files)
             .map(move |file| {
                 crate::tasks::spawn_stream(
@@ -426,10 +438,10 @@ impl Scan {
             })
             .flatten_unordered(concurrency)
             .boxed();
-        Ok(match self.limit {
+        match self.limit {
             Some(limit) => limited(stream, limit),
             None => stream,
-        })
+        }
     }
 
     /// Runs the scan and collects every batch.

@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
-
-use super::{PlannedFile, RecordBatchStream, Scan, ScanPlan, file, limited};
+use super::{PlannedFile, RecordBatchStream, Scan, ScanPlan};
 use crate::error::{Error, Result};
 
 impl Scan {
@@ -46,18 +44,6 @@ impl Scan {
             .collect::<Result<Vec<_>>>()?;
         let concurrency = self.concurrency_for(&files);
         let shares = (crate::tasks::cores() / (files.len() * parts).max(1)).max(1);
-        let stream = futures::stream::iter(files)
-            .map(move |file| {
-                crate::tasks::spawn_stream(
-                    "reading a data file",
-                    file::read_file(Arc::clone(&ctx), file, shares),
-                )
-            })
-            .flatten_unordered(concurrency)
-            .boxed();
-        Ok(match self.limit {
-            Some(limit) => limited(stream, limit),
-            None => stream,
-        })
+        Ok(self.read_files(ctx, files, concurrency, shares))
     }
 }

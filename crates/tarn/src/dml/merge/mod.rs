@@ -14,6 +14,7 @@
 //! [`source_col`]: crate::expr::source_col
 
 mod apply;
+mod int_lookup;
 mod plan;
 mod ranged;
 mod spill;
