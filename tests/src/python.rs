@@ -90,14 +90,22 @@ pub fn read_with_duckdb(dir: &Path) -> DuckDbRead {
 /// DuckDB's answer to `sql` over the table at `dir`, which the query names `t` (a view
 /// of `delta_scan`): the rows it returned.
 pub fn query_with_duckdb(dir: &Path, sql: &str) -> Vec<RecordBatch> {
+    query_with_duckdb_after(dir, &[], sql)
+}
+
+/// DuckDB's answer to `sql` over the table at `dir` (the view `t`), after running
+/// `statements` in the same session (to build tables and change them, say).
+pub fn query_with_duckdb_after(dir: &Path, statements: &[&str], sql: &str) -> Vec<RecordBatch> {
     let out = tempfile::Builder::new()
         .suffix(".parquet")
         .tempfile()
         .unwrap();
+    let mut args = vec![dir.to_str().unwrap(), sql, out.path().to_str().unwrap()];
+    args.extend_from_slice(statements);
     run_script_with(
         tarn_test_support::duckdb::python(),
         "duckdb_query.py",
-        &[dir.to_str().unwrap(), sql, out.path().to_str().unwrap()],
+        &args,
     );
     tarn_test_support::read_parquet_file(out.path())
 }

@@ -1,4 +1,4 @@
-//! SQL statements that change a table (INSERT, DELETE, UPDATE, TRUNCATE) as one
+//! SQL statements that change a table (INSERT, DELETE, UPDATE, TRUNCATE, MERGE) as one
 //! execution plan each: it runs the Tarn operation (one commit) when executed and
 //! returns the one-row `count` DataFusion expects.
 
@@ -20,6 +20,7 @@ use futures::TryStreamExt;
 use tarn::WriteMode;
 use tarn::expr::Expr;
 
+use crate::merge::SqlMerge;
 use crate::provider::SharedTable;
 use crate::to_datafusion;
 
@@ -37,6 +38,11 @@ pub(crate) enum Change {
     Update {
         predicate: Expr,
         sets: Vec<(String, Expr)>,
+    },
+    /// MERGE INTO ... USING the rows of `source`.
+    Merge {
+        source: Arc<dyn ExecutionPlan>,
+        merge: SqlMerge,
     },
 }
 
@@ -86,6 +92,7 @@ impl DisplayAs for ChangeExec {
                     sets.join(", ")
                 )
             }
+            Change::Merge { merge, .. } => write!(f, "TarnMergeExec: {merge}"),
         }
     }
 }
@@ -102,6 +109,7 @@ impl ExecutionPlan for ChangeExec {
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         match &self.change {
             Change::Insert { input, .. } => vec![input],
+            Change::Merge { source, .. } => vec![source],
             _ => Vec::new(),
         }
     }
@@ -122,8 +130,12 @@ impl ExecutionPlan for ChangeExec {
                 input: Arc::clone(input),
                 mode: *mode,
             },
-            (Change::Insert { .. }, _) => {
-                return internal_err!("an INSERT plan takes exactly one input");
+            (Change::Merge { merge, .. }, [source]) => Change::Merge {
+                source: Arc::clone(source),
+                merge: merge.clone(),
+            },
+            (Change::Insert { .. } | Change::Merge { .. }, _) => {
+                return internal_err!("an INSERT or MERGE plan takes exactly one input");
             }
             (other, []) => other.clone(),
             _ => return internal_err!("a DELETE or UPDATE plan takes no input"),
@@ -156,7 +168,7 @@ impl ExecutionPlan for ChangeExec {
 }
 
 /// Runs `change` as one Tarn operation and returns the rows it inserted, deleted or
-/// updated.
+/// updated (for a MERGE, all three).
 async fn run(table: SharedTable, change: Change, context: Arc<TaskContext>) -> Result<u64> {
     let mut table = table.lock().await;
     match change {
@@ -186,6 +198,16 @@ async fn run(table: SharedTable, change: Change, context: Arc<TaskContext>) -> R
             }
             let outcome = update.execute().await.map_err(to_datafusion)?;
             Ok(outcome.metrics.rows_updated)
+        }
+        Change::Merge { source, merge } => {
+            let rows = execute_stream(source, context)?
+                .map_err(|e| DataFusionError::Context("the MERGE's source".into(), Box::new(e)));
+            let outcome = merge
+                .execute(table.merge_stream(rows))
+                .await
+                .map_err(to_datafusion)?;
+            let m = outcome.metrics;
+            Ok(m.rows_inserted + m.rows_updated + m.rows_deleted)
         }
     }
 }

@@ -2,14 +2,25 @@
 //! into Tarn and the values an UPDATE assigns. What has no Tarn equivalent is `None`, and
 //! stays with DataFusion (or, for a DELETE or UPDATE, is refused).
 
-use datafusion::common::ScalarValue;
+use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use tarn::expr::{ArithOp, CmpOp, Expr as TarnExpr, Scalar};
 
-/// `expr` as a Tarn expression, or `None` when Tarn has no equivalent.
+/// How a DataFusion column is named in Tarn's expression, if it can be.
+pub(crate) type ColumnMap<'a> = dyn Fn(&Column) -> Option<TarnExpr> + 'a;
+
+/// `expr` as a Tarn expression on the table's columns, or `None` when Tarn has no
+/// equivalent.
 pub(crate) fn to_tarn(expr: &Expr) -> Option<TarnExpr> {
+    to_tarn_with(expr, &|column| Some(tarn::expr::col(column.name.clone())))
+}
+
+/// `expr` as a Tarn expression whose columns `column` names (a MERGE's are `target.x`
+/// or `source.x`), or `None` when Tarn has no equivalent or `column` has no name for one.
+pub(crate) fn to_tarn_with(expr: &Expr, column: &ColumnMap<'_>) -> Option<TarnExpr> {
+    let to_tarn = |e: &Expr| to_tarn_with(e, column);
     Some(match expr {
-        Expr::Column(column) => tarn::expr::col(column.name.clone()),
+        Expr::Column(c) => column(c)?,
         Expr::Literal(value, _) => TarnExpr::Literal(scalar(value)?),
         Expr::Alias(alias) => to_tarn(&alias.expr)?,
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
@@ -68,7 +79,7 @@ pub(crate) fn to_tarn(expr: &Expr) -> Option<TarnExpr> {
             }
         }
         Expr::ScalarFunction(call) if call.name() == crate::search::TEXT_MATCH => {
-            let [Expr::Column(column), Expr::Literal(query, _)] = call.args.as_slice() else {
+            let [Expr::Column(searched), Expr::Literal(query, _)] = call.args.as_slice() else {
                 return None;
             };
             let query = match query {
@@ -77,7 +88,7 @@ pub(crate) fn to_tarn(expr: &Expr) -> Option<TarnExpr> {
                 | ScalarValue::Utf8View(Some(q)) => q.clone(),
                 _ => return None,
             };
-            tarn::expr::text_match(column.name.clone(), query)
+            tarn::expr::text_match(searched.name.clone(), query)
         }
         _ => return None,
     })

@@ -30,6 +30,7 @@
 mod dml;
 mod expr;
 mod guard;
+mod merge;
 mod provider;
 mod scan;
 mod search;

@@ -1,5 +1,5 @@
 //! [`TarnTableProvider`]: a Tarn table as a DataFusion table. Scans push their
-//! projection, limit and filters into Tarn's planner; INSERT, DELETE, UPDATE and
+//! projection, limit and filters into Tarn's planner; INSERT, DELETE, UPDATE, MERGE and
 //! TRUNCATE run as Tarn operations, one commit per statement.
 
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNode;
-use datafusion::common::{Result, Statistics, not_impl_err, plan_err};
+use datafusion::common::{DFSchemaRef, Result, Statistics, not_impl_err, plan_err};
 use datafusion::datasource::TableType;
-use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::dml::{InsertOp, MergeIntoClause};
 use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use tarn::expr::Expr as TarnExpr;
@@ -19,6 +19,7 @@ use tarn::{Snapshot, Table, WriteMode};
 
 use crate::dml::{Change, ChangeExec};
 use crate::expr::to_tarn;
+use crate::merge::SqlMerge;
 use crate::scan::TarnScanExec;
 use crate::to_datafusion;
 
@@ -288,6 +289,19 @@ impl TableProvider for TarnTableProvider {
             sets.push((column, value));
         }
         let change = Change::Update { predicate, sets };
+        Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
+    }
+
+    async fn merge_into(
+        &self,
+        _state: &dyn Session,
+        source: Arc<dyn ExecutionPlan>,
+        merge_schema: DFSchemaRef,
+        on: Expr,
+        clauses: Vec<MergeIntoClause>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let merge = SqlMerge::new(&merge_schema, self.schema.fields().len(), &on, &clauses)?;
+        let change = Change::Merge { source, merge };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
     }
 

@@ -1,12 +1,13 @@
 //! SQL over Tarn tables through DataFusion (`tarn-datafusion`): queries answered as
 //! DuckDB answers them over the same table, filters pushed into Tarn's planner, and
-//! INSERT, DELETE, UPDATE and TRUNCATE as Tarn commits that DuckDB then reads.
+//! INSERT, DELETE, UPDATE, TRUNCATE and MERGE as Tarn commits that DuckDB then reads.
 //!
 //! One test binary per theme, so each links once; `tests/README.md` maps features to
 //! tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod merge;
 mod queries;
 mod writes;
 
