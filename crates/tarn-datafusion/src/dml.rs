@@ -17,11 +17,11 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, execute_stream,
 };
 use futures::TryStreamExt;
-use tarn::WriteMode;
 use tarn::expr::Expr;
+use tarn::{Table, WriteMode};
 
 use crate::merge::SqlMerge;
-use crate::provider::SharedTable;
+use crate::shared::SharedTable;
 use crate::to_datafusion;
 
 /// What a statement does to the table.
@@ -49,7 +49,7 @@ pub(crate) enum Change {
 /// The plan of one changing statement.
 #[derive(Debug)]
 pub(crate) struct ChangeExec {
-    table: SharedTable,
+    table: Arc<SharedTable>,
     change: Change,
     properties: Arc<PlanProperties>,
 }
@@ -64,7 +64,7 @@ fn count_schema() -> SchemaRef {
 }
 
 impl ChangeExec {
-    pub(crate) fn new(table: SharedTable, change: Change) -> Self {
+    pub(crate) fn new(table: Arc<SharedTable>, change: Change) -> Self {
         let properties = PlanProperties::new(
             EquivalenceProperties::new(count_schema()),
             Partitioning::UnknownPartitioning(1),
@@ -169,8 +169,16 @@ impl ExecutionPlan for ChangeExec {
 
 /// Runs `change` as one Tarn operation and returns the rows it inserted, deleted or
 /// updated (for a MERGE, all three).
-async fn run(table: SharedTable, change: Change, context: Arc<TaskContext>) -> Result<u64> {
-    let mut table = table.lock().await;
+async fn run(shared: Arc<SharedTable>, change: Change, context: Arc<TaskContext>) -> Result<u64> {
+    let mut table = shared.lock().await;
+    let count = apply(&mut table, change, context).await;
+    // Later queries read what the statement committed.
+    shared.publish(&table);
+    count
+}
+
+/// Runs `change` on `table`.
+async fn apply(table: &mut Table, change: Change, context: Arc<TaskContext>) -> Result<u64> {
     match change {
         Change::Insert { input, mode } => {
             let rows = execute_stream(input, context)?

@@ -34,6 +34,8 @@ mod merge;
 mod provider;
 mod scan;
 mod search;
+mod shared;
+mod statistics;
 
 use datafusion::common::DataFusionError;
 use datafusion::prelude::SessionContext;

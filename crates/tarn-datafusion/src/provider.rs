@@ -7,7 +7,6 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchemaRef, Result, Statistics, not_impl_err, plan_err};
 use datafusion::datasource::TableType;
@@ -21,10 +20,8 @@ use crate::dml::{Change, ChangeExec};
 use crate::expr::to_tarn;
 use crate::merge::SqlMerge;
 use crate::scan::TarnScanExec;
+use crate::shared::SharedTable;
 use crate::to_datafusion;
-
-/// A table handle shared by the provider and the statements it plans.
-pub(crate) type SharedTable = Arc<tokio::sync::Mutex<Table>>;
 
 /// A Tarn table as a DataFusion [`TableProvider`].
 ///
@@ -33,7 +30,7 @@ pub(crate) type SharedTable = Arc<tokio::sync::Mutex<Table>>;
 /// are seen after [`refresh`](Self::refresh).
 #[derive(Debug, Clone)]
 pub struct TarnTableProvider {
-    table: SharedTable,
+    table: Arc<SharedTable>,
     schema: SchemaRef,
 }
 
@@ -42,7 +39,7 @@ impl TarnTableProvider {
     pub fn new(table: Table) -> Self {
         let schema = Arc::clone(table.snapshot().arrow_schema());
         Self {
-            table: Arc::new(tokio::sync::Mutex::new(table)),
+            table: SharedTable::new(table),
             schema,
         }
     }
@@ -55,15 +52,18 @@ impl TarnTableProvider {
     }
 
     /// The snapshot queries read now.
-    pub async fn snapshot(&self) -> Snapshot {
-        self.table.lock().await.snapshot().clone()
+    pub fn snapshot(&self) -> Snapshot {
+        self.table.snapshot()
     }
 
     /// Catches up with other writers' commits.
     ///
     /// Fails as [`Table::refresh`] does.
     pub async fn refresh(&self) -> tarn::Result<()> {
-        self.table.lock().await.refresh().await
+        let mut table = self.table.lock().await;
+        table.refresh().await?;
+        self.table.publish(&table);
+        Ok(())
     }
 
     /// The filter's Tarn form when it has one that fits the table's schema and that
@@ -73,6 +73,12 @@ impl TarnTableProvider {
             true => translated(snapshot, filter),
             false => None,
         }
+    }
+
+    /// Rows, bounds and null counts of `snapshot` from the log, computed once a version.
+    fn table_statistics(&self, snapshot: &Snapshot) -> Option<Arc<Statistics>> {
+        self.table
+            .statistics(snapshot, |s| crate::statistics::of(s, &self.schema))
     }
 
     /// The Tarn predicate of a DELETE or UPDATE: every filter must translate, and one
@@ -91,7 +97,7 @@ impl TarnTableProvider {
                  over without their subqueries"
             );
         }
-        let snapshot = self.snapshot().await;
+        let snapshot = self.snapshot();
         // A subquery's decorrelation can leave a constant `true` on the table: that is no
         // predicate either.
         if filters.iter().all(|f| f.column_refs().is_empty()) {
@@ -169,7 +175,7 @@ impl TableProvider for TarnTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let snapshot = self.snapshot().await;
+        let snapshot = self.snapshot();
         if snapshot.arrow_schema().as_ref() != self.schema.as_ref() {
             return plan_err!(
                 "the Tarn table's schema changed at version {} since the provider was \
@@ -204,12 +210,20 @@ impl TableProvider for TarnTableProvider {
         }
         let plan = scan.plan().await.map_err(to_datafusion)?;
         let parts = state.config().target_partitions();
+        let mut columns = match self.table_statistics(&snapshot) {
+            Some(statistics) => statistics.column_statistics.clone(),
+            None => Statistics::unknown_column(&self.schema),
+        };
+        if let Some(projection) = projection {
+            columns = projection.iter().map(|i| columns[*i].clone()).collect();
+        }
         Ok(Arc::new(TarnScanExec::new(
             scan,
             plan,
             predicate.map(|p| p.to_string()),
             limit,
             parts,
+            columns,
         )))
     }
 
@@ -218,15 +232,7 @@ impl TableProvider for TarnTableProvider {
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
         // Tarn applies a pushed predicate row by row, so what it takes is exact.
-        let snapshot = match self.table.try_lock() {
-            Ok(table) => table.snapshot().clone(),
-            Err(_) => {
-                return Ok(vec![
-                    TableProviderFilterPushDown::Unsupported;
-                    filters.len()
-                ]);
-            }
-        };
+        let snapshot = self.snapshot();
         Ok(filters
             .iter()
             .map(|f| match self.pushable(&snapshot, f) {
@@ -237,13 +243,8 @@ impl TableProvider for TarnTableProvider {
     }
 
     fn statistics(&self) -> Option<Statistics> {
-        let table = self.table.try_lock().ok()?;
-        let mut statistics = Statistics::new_unknown(&self.schema);
-        let rows: Option<u64> = table.snapshot().files().map(crate::live_rows).sum();
-        statistics.num_rows = rows
-            .and_then(|r| usize::try_from(r).ok())
-            .map_or(Precision::Absent, Precision::Exact);
-        Some(statistics)
+        let statistics = self.table_statistics(&self.snapshot())?;
+        Some(Statistics::clone(&statistics))
     }
 
     async fn insert_into(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, Statistics, internal_err};
+use datafusion::common::{ColumnStatistics, Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -32,6 +32,8 @@ pub(crate) struct TarnScanExec {
     limit: Option<usize>,
     /// Rows the planned files hold, exactly when no predicate narrows them.
     rows: Precision<usize>,
+    /// The projected columns' statistics, exact only for a scan of every row.
+    columns: Vec<ColumnStatistics>,
     properties: Arc<PlanProperties>,
 }
 
@@ -43,6 +45,7 @@ impl TarnScanExec {
         predicate: Option<String>,
         limit: Option<usize>,
         parts: usize,
+        columns: Vec<ColumnStatistics>,
     ) -> Self {
         let schema = Arc::clone(&plan.schema);
         let parts = parts.clamp(1, plan.files.len().max(1));
@@ -58,6 +61,11 @@ impl TarnScanExec {
             (Some(rows), _, _) => Precision::Inexact(rows),
             (None, _, _) => Precision::Absent,
         };
+        // The table's bounds still bound part of it, and its null counts exceed a part's.
+        let columns = match rows {
+            Precision::Exact(_) => columns,
+            _ => columns.into_iter().map(|c| c.to_inexact()).collect(),
+        };
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),
             Partitioning::UnknownPartitioning(parts),
@@ -71,6 +79,7 @@ impl TarnScanExec {
             predicate,
             limit,
             rows,
+            columns,
             properties: Arc::new(properties),
         }
     }
@@ -167,6 +176,7 @@ impl ExecutionPlan for TarnScanExec {
         let mut statistics = Statistics::new_unknown(&self.schema);
         if partition.is_none() {
             statistics.num_rows = self.rows;
+            statistics.column_statistics = self.columns.clone();
         }
         Ok(Arc::new(statistics))
     }

@@ -88,8 +88,8 @@ pub use log::checkpoint_write::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use protocol::properties::ChangeStrategy;
 pub use scan::{
-    CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES, MAX_CONCURRENCY,
-    MinMaxOutcome, RecordBatchStream, Scan, ScanPlan,
+    ColumnStatistics, CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES,
+    MAX_CONCURRENCY, MinMaxOutcome, RecordBatchStream, Scan, ScanPlan,
 };
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::{Table, VersionInfo};

@@ -9,6 +9,7 @@
 
 mod merge;
 mod queries;
+mod statistics;
 mod writes;
 
 use std::path::Path;

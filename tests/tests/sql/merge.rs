@@ -60,8 +60,8 @@ async fn merge_leaves_duckdbs_rows(strategy: ChangeStrategy) {
         .await
         .unwrap();
     let (ctx, provider) = session(table);
-    let start = provider.snapshot().await.version();
-    let marked_before = marked(&provider.snapshot().await);
+    let start = provider.snapshot().version();
+    let marked_before = marked(&provider.snapshot());
 
     // DuckDB merges the same source into a copy of the table as it is now.
     let expected = query_with_duckdb_after(
@@ -79,7 +79,7 @@ async fn merge_leaves_duckdbs_rows(strategy: ChangeStrategy) {
     // 1 updated, 2 and 3 deleted, 14 and 5000 inserted, and 390..399 less the multiples
     // of 7 (392, 399) deleted as not matched by the source.
     assert_eq!(count(&merged), 1 + 2 + 2 + 8);
-    let snapshot = provider.snapshot().await;
+    let snapshot = provider.snapshot();
     assert_eq!(snapshot.version(), start + 1, "one commit");
     let marked_after = marked(&snapshot);
     match strategy {
@@ -109,7 +109,7 @@ async fn a_merge_tarn_cannot_express_is_refused_and_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (ctx, provider) = session(sales(dir.path()).await);
     run(&ctx, SOURCE).await;
-    let version = provider.snapshot().await.version();
+    let version = provider.snapshot().version();
     for (sql, says) in [
         (
             "MERGE INTO t USING src AS s ON t.id > s.id WHEN MATCHED THEN DELETE",
@@ -146,10 +146,7 @@ async fn a_merge_tarn_cannot_express_is_refused_and_commits_nothing() {
         .collect()
         .await
         .unwrap_err();
-    let tarn_error = err
-        .find_root()
-        .to_string()
-        .to_lowercase();
+    let tarn_error = err.find_root().to_string().to_lowercase();
     assert!(tarn_error.contains("match"), "{tarn_error}");
-    assert_eq!(provider.snapshot().await.version(), version, "nothing committed");
+    assert_eq!(provider.snapshot().version(), version, "nothing committed");
 }

@@ -22,7 +22,7 @@ fn count(batches: &[RecordBatch]) -> u64 {
 async fn statements_commit_once_each_and_duckdb_reads_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let (ctx, provider) = session(sales(dir.path()).await);
-    let start = provider.snapshot().await.version();
+    let start = provider.snapshot().version();
 
     let inserted = run(
         &ctx,
@@ -48,7 +48,7 @@ async fn statements_commit_once_each_and_duckdb_reads_the_result() {
     )
     .await;
     assert_eq!(count(&updated), 2);
-    let snapshot = provider.snapshot().await;
+    let snapshot = provider.snapshot();
     assert_eq!(snapshot.version(), start + 4, "one commit per statement");
     // The table is merge-on-read: the DELETE and UPDATE marked rows in deletion vectors.
     assert!(snapshot.files().any(|add| {
@@ -89,7 +89,7 @@ async fn statements_commit_once_each_and_duckdb_reads_the_result() {
 async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_row() {
     let dir = tempfile::tempdir().unwrap();
     let (ctx, provider) = session(sales(dir.path()).await);
-    let version = provider.snapshot().await.version();
+    let version = provider.snapshot().version();
     let refused = |sql: &'static str| {
         let ctx = ctx.clone();
         async move {
@@ -120,11 +120,7 @@ async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_r
     assert!(err.contains("needs a WHERE clause"), "{err}");
     let err = refused("DELETE FROM t WHERE customer LIKE 'c%'").await;
     assert!(err.contains("no Tarn equivalent"), "{err}");
-    assert_eq!(
-        provider.snapshot().await.version(),
-        version,
-        "nothing committed"
-    );
+    assert_eq!(provider.snapshot().version(), version, "nothing committed");
 
     // A session without Tarn's check refuses DELETE and UPDATE outright.
     let bare = datafusion::prelude::SessionContext::new();
@@ -139,7 +135,7 @@ async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_r
         .unwrap_err()
         .to_string();
     assert!(err.contains("tarn_datafusion::register"), "{err}");
-    assert_eq!(provider.snapshot().await.version(), version);
+    assert_eq!(provider.snapshot().version(), version);
 
     let emptied = run(&ctx, "TRUNCATE TABLE t").await;
     assert_eq!(count(&emptied), 342);

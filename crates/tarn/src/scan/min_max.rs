@@ -89,7 +89,7 @@ impl Scan {
 }
 
 /// `current`, or `candidate` when `current` compares to it as `replace_when`.
-fn pick(current: Scalar, candidate: Scalar, replace_when: Ordering) -> Scalar {
+pub(super) fn pick(current: Scalar, candidate: Scalar, replace_when: Ordering) -> Scalar {
     if current.compare(&candidate) == Some(replace_when) {
         candidate
     } else {

@@ -13,6 +13,7 @@ mod plan_stats;
 mod predicates;
 mod row_groups;
 mod row_ids;
+mod summary;
 mod views;
 
 use std::collections::HashMap;
@@ -31,6 +32,7 @@ pub(crate) use file::{
 pub use min_max::MinMaxOutcome;
 pub(crate) use predicates::{bind_predicate, first_file_matching, names_partitions_only};
 pub(crate) use row_ids::{StableIds, with_columns as with_row_ids};
+pub use summary::ColumnStatistics;
 
 use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};

@@ -1,0 +1,81 @@
+//! The log's statistics reach DataFusion's planner: live rows, and per column bounds and
+//! null counts, exact only where they are (so an aggregate answered from them is right).
+
+use std::sync::Arc;
+
+use arrow::util::pretty::pretty_format_batches;
+use datafusion::catalog::TableProvider;
+use datafusion::common::ScalarValue;
+use datafusion::common::stats::Precision;
+use tarn::Table;
+use tarn_tests::fixtures::{sales_batch, sales_schema};
+
+use super::{run, sales, session};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_are_exact_without_deletion_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 200)]).await.unwrap();
+    table.append([sales_batch(200, 400)]).await.unwrap();
+    let (ctx, provider) = session(table);
+    let statistics = provider.statistics().unwrap();
+    assert_eq!(statistics.num_rows, Precision::Exact(400));
+    let [id, customer, country, amount, ..] = statistics.column_statistics.as_slice() else {
+        panic!("{statistics:?}");
+    };
+    assert_eq!(id.min_value, Precision::Exact(ScalarValue::Int64(Some(0))));
+    assert_eq!(
+        id.max_value,
+        Precision::Exact(ScalarValue::Int64(Some(399)))
+    );
+    assert_eq!(id.null_count, Precision::Exact(0));
+    // Every 13th customer is null: 0, 13, ..., 390.
+    assert_eq!(customer.null_count, Precision::Exact(31));
+    // Partition values bound their column; strings and doubles are bounds, not values.
+    assert_eq!(
+        country.min_value,
+        Precision::Inexact(ScalarValue::Utf8(Some("../x y=z%/:#".into())))
+    );
+    // One country in five is a null partition value.
+    assert_eq!(country.null_count, Precision::Exact(80));
+    assert_eq!(
+        amount.max_value,
+        Precision::Inexact(ScalarValue::Float64(Some(399.0 * 1.5)))
+    );
+
+    // Exact bounds answer MIN and MAX with no scan.
+    let explained = run(&ctx, "EXPLAIN SELECT min(id), max(id) FROM t").await;
+    let text = pretty_format_batches(&explained).unwrap().to_string();
+    assert!(!text.contains("TarnScanExec"), "{text}");
+    let answered = run(&ctx, "SELECT min(id) AS low, max(id) AS high FROM t").await;
+    let text = pretty_format_batches(&answered).unwrap().to_string();
+    assert!(text.contains("| 0   | 399  |"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_vectors_make_bounds_and_null_counts_inexact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, provider) = session(sales(dir.path()).await);
+    let statistics = Arc::new(provider.statistics().unwrap());
+    // 400 rows less the 58 multiples of 7, which deletion vectors remove.
+    assert_eq!(statistics.num_rows, Precision::Exact(342));
+    let id = &statistics.column_statistics[0];
+    assert_eq!(
+        id.max_value,
+        Precision::Inexact(ScalarValue::Int64(Some(399)))
+    );
+    assert!(!id.null_count.is_exact().unwrap_or(false));
+    // 399 is a multiple of 7, deleted: the answer comes from the rows.
+    let answered = run(&ctx, "SELECT max(id) AS high FROM t").await;
+    let text = pretty_format_batches(&answered).unwrap().to_string();
+    assert!(text.contains("| 398  |"), "{text}");
+    let explained = run(&ctx, "EXPLAIN SELECT max(id) FROM t").await;
+    let text = pretty_format_batches(&explained).unwrap().to_string();
+    assert!(text.contains("TarnScanExec"), "{text}");
+}
