@@ -27,8 +27,10 @@
 //! # }
 //! ```
 
+mod catalog;
 mod dml;
 mod expr;
+mod factory;
 mod guard;
 mod merge;
 mod provider;
@@ -36,12 +38,16 @@ mod scan;
 mod search;
 mod shared;
 mod statistics;
+mod travel;
 
 use datafusion::common::DataFusionError;
 use datafusion::prelude::SessionContext;
 
+pub use catalog::{ROOT_SCHEMA, TarnCatalogProvider, TarnSchemaProvider};
+pub use factory::{TARN_FORMAT, TarnTableFactory};
 pub use provider::TarnTableProvider;
 pub use search::{TEXT_MATCH, text_match_udf};
+pub use travel::{TARN_TABLE, TarnTableFunction};
 
 // docs/sql.md's example compiles as a doc test, so it cannot drift from the API.
 #[cfg(doctest)]
@@ -50,12 +56,18 @@ mod doc_examples {
     struct Sql;
 }
 
-/// Registers Tarn's SQL functions (`text_match`) in `ctx`, and the check that refuses
+/// Sets `ctx` up for Tarn tables: the `text_match` function, the `tarn_table` time-travel
+/// table function, `CREATE EXTERNAL TABLE ... STORED AS TARN`, and the check that refuses
 /// DELETE and UPDATE statements on Tarn tables whose WHERE or SET reaches other rows
 /// (subqueries, `UPDATE ... FROM`), which DataFusion would hand over incompletely. Without
 /// it, DELETE and UPDATE on Tarn tables are refused.
 pub fn register(ctx: &SessionContext) {
     ctx.register_udf(text_match_udf());
+    ctx.register_udtf(TARN_TABLE, std::sync::Arc::new(TarnTableFunction));
+    ctx.state_ref().write().table_factories_mut().insert(
+        TARN_FORMAT.to_string(),
+        std::sync::Arc::new(TarnTableFactory),
+    );
     ctx.add_analyzer_rule(std::sync::Arc::new(guard::DmlGuard));
 }
 
