@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, UInt64Array};
+use arrow::array::{Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, internal_err};
@@ -27,10 +27,14 @@ use crate::to_datafusion;
 /// What a statement does to the table.
 #[derive(Debug, Clone)]
 pub(crate) enum Change {
-    /// INSERT INTO (append) or INSERT OVERWRITE: the rows of `input`.
+    /// INSERT INTO (append) or INSERT OVERWRITE: the rows of `input`. Of the columns
+    /// `drawn` (identity and generated ones), a batch's all-null ones are left out, so
+    /// Tarn draws or computes them: DataFusion fills the columns an INSERT leaves out
+    /// with nulls.
     Insert {
         input: Arc<dyn ExecutionPlan>,
         mode: WriteMode,
+        drawn: Arc<[String]>,
     },
     /// DELETE FROM ... WHERE `predicate`, or TRUNCATE (every row).
     Delete { predicate: Expr },
@@ -126,9 +130,10 @@ impl ExecutionPlan for ChangeExec {
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let change = match (&self.change, children.as_slice()) {
-            (Change::Insert { mode, .. }, [input]) => Change::Insert {
+            (Change::Insert { mode, drawn, .. }, [input]) => Change::Insert {
                 input: Arc::clone(input),
                 mode: *mode,
+                drawn: Arc::clone(drawn),
             },
             (Change::Merge { merge, .. }, [source]) => Change::Merge {
                 source: Arc::clone(source),
@@ -167,6 +172,22 @@ impl ExecutionPlan for ChangeExec {
     }
 }
 
+/// `batch` without those of the `drawn` columns whose every value is null.
+fn without_null_columns(batch: RecordBatch, drawn: &[String]) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let kept: Vec<usize> = (0..batch.num_columns())
+        .filter(|i| {
+            let column = batch.column(*i);
+            let all_null = column.logical_null_count() == column.len() && column.len() > 0;
+            !(all_null && drawn.contains(schema.field(*i).name()))
+        })
+        .collect();
+    match kept.len() == batch.num_columns() {
+        true => Ok(batch),
+        false => Ok(batch.project(&kept)?),
+    }
+}
+
 /// Runs `change` as one Tarn operation and returns the rows it inserted, deleted or
 /// updated (for a MERGE, all three).
 async fn run(shared: Arc<SharedTable>, change: Change, context: Arc<TaskContext>) -> Result<u64> {
@@ -180,9 +201,13 @@ async fn run(shared: Arc<SharedTable>, change: Change, context: Arc<TaskContext>
 /// Runs `change` on `table`.
 async fn apply(table: &mut Table, change: Change, context: Arc<TaskContext>) -> Result<u64> {
     match change {
-        Change::Insert { input, mode } => {
+        Change::Insert { input, mode, drawn } => {
             let rows = execute_stream(input, context)?
-                .map_err(|e| DataFusionError::Context("the INSERT's input".into(), Box::new(e)));
+                .map_err(|e| DataFusionError::Context("the INSERT's input".into(), Box::new(e)))
+                .and_then(move |batch| {
+                    let batch = without_null_columns(batch, &drawn);
+                    async move { batch }
+                });
             let outcome = table
                 .write_stream(rows)
                 .with_mode(mode)

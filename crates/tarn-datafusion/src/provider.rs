@@ -258,7 +258,16 @@ impl TableProvider for TarnTableProvider {
             InsertOp::Overwrite => WriteMode::Overwrite,
             InsertOp::Replace => return not_impl_err!("REPLACE INTO a Tarn table"),
         };
-        let change = Change::Insert { input, mode };
+        // Identity and generated columns: Tarn draws or computes those a batch leaves null.
+        let drawn: Arc<[String]> = self
+            .snapshot()
+            .schema()
+            .fields
+            .iter()
+            .filter(|f| f.is_identity() || f.is_generated())
+            .map(|f| f.name.clone())
+            .collect();
+        let change = Change::Insert { input, mode, drawn };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
     }
 

@@ -208,6 +208,18 @@ impl StructField {
     pub fn column_id(&self) -> Option<i64> {
         self.metadata.get(COLUMN_ID_KEY).and_then(|v| v.as_i64())
     }
+
+    /// Whether writers draw the column's values (an identity column,
+    /// `delta.identity.start`).
+    pub fn is_identity(&self) -> bool {
+        self.metadata.contains_key("delta.identity.start")
+    }
+
+    /// Whether writers compute the column's values from others (a generated column,
+    /// `delta.generationExpression`).
+    pub fn is_generated(&self) -> bool {
+        self.metadata.contains_key("delta.generationExpression")
+    }
 }
 
 /// A struct type; a table schema is one.

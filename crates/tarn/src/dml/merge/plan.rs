@@ -251,10 +251,7 @@ impl MergePlan {
                         // Generated and identity columns get their values when the rows
                         // are written.
                         .filter(|f| !f.nullable && source_delta.field(&f.name).is_none())
-                        .filter(|f| {
-                            !f.metadata.contains_key("delta.generationExpression")
-                                && !f.metadata.contains_key("delta.identity.start")
-                        })
+                        .filter(|f| !f.is_generated() && !f.is_identity())
                         .map(|f| f.name.as_str())
                         .collect();
                     if !missing.is_empty() {
