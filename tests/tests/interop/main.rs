@@ -11,4 +11,5 @@ mod spark;
 mod spark_catalog;
 mod spark_features;
 mod spark_matrix;
+mod spark_sql;
 mod variant;
