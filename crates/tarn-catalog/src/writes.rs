@@ -4,9 +4,11 @@
 //! meanwhile) and commits once, re-running it after a conflict so that it decides on the
 //! newest state: a create finds the name taken, a drop finds it gone.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
@@ -173,6 +175,25 @@ impl Catalog {
         partition_columns: Vec<String>,
         metadata: ObjectMetadata,
     ) -> Result<TableInfo> {
+        self.create_table_as(id, schema, partition_columns, metadata, Vec::new())
+            .await
+    }
+
+    /// Creates a table holding `rows` (`CREATE TABLE ... AS SELECT`): its version 0 has
+    /// the schema and the rows' data files in one commit, made as
+    /// [`create_table`](Self::create_table) makes a table.
+    ///
+    /// Fails as [`create_table`](Self::create_table) does, and with
+    /// [`tarn::Error::SchemaMismatch`] (as [`Error::Table`]) for rows that do not fit
+    /// `schema`.
+    pub async fn create_table_as(
+        &self,
+        id: &ObjectId,
+        schema: &Schema,
+        partition_columns: Vec<String>,
+        metadata: ObjectMetadata,
+        rows: Vec<RecordBatch>,
+    ) -> Result<TableInfo> {
         if id.is_root() {
             return Err(Error::InvalidArgument {
                 name: "id",
@@ -191,6 +212,7 @@ impl Catalog {
         let created = Arc::new(AtomicBool::new(false));
         let creation = Creation {
             builder,
+            rows,
             created: Arc::clone(&created),
         };
         match self
@@ -296,9 +318,20 @@ impl Catalog {
                     updated_at: now,
                 });
                 // Started once: a rerun after a conflict finds the table made.
-                if let Some(Creation { builder, created }) = create.take() {
+                if let Some(Creation {
+                    builder,
+                    rows,
+                    created,
+                }) = create.take()
+                {
                     view.commit_after(tokio::spawn(async move {
-                        builder.execute().await?;
+                        match rows.is_empty() {
+                            true => builder.execute().await?,
+                            false => {
+                                let rows = rows.into_iter().map(Ok::<_, Infallible>);
+                                builder.execute_stream(futures::stream::iter(rows)).await?
+                            }
+                        };
                         created.store(true, Ordering::SeqCst);
                         Ok(())
                     }));
@@ -556,6 +589,8 @@ fn table_folder(id: &ObjectId) -> String {
 /// A table to create before its entry commits, and whether it was.
 struct Creation {
     builder: CreateBuilder,
+    /// The rows version 0 holds (none for an empty table).
+    rows: Vec<RecordBatch>,
     created: Arc<AtomicBool>,
 }
 

@@ -9,11 +9,17 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use async_trait::async_trait;
-use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
-use datafusion::common::{DataFusionError, Result};
-use tarn_catalog::{Catalog, ObjectId};
+use datafusion::catalog::{CatalogProvider, MemTable, SchemaProvider, TableProvider};
+use datafusion::common::{DataFusionError, Result, plan_err};
+use tarn_catalog::{Catalog, ObjectId, ObjectMetadata};
 
 use crate::TarnTableProvider;
+use crate::wait::wait;
+
+/// A catalog error as DataFusion's, kept as the source.
+fn external(error: tarn_catalog::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(error))
+}
 
 /// The schema the root namespace's tables are in.
 pub const ROOT_SCHEMA: &str = "public";
@@ -68,10 +74,13 @@ impl TarnCatalogProvider {
             let tables = list_all(&self.catalog, &namespace, false).await?;
             let schema = TarnSchemaProvider {
                 catalog: self.catalog.clone(),
-                tables: tables
-                    .into_iter()
-                    .map(|id| (id.leaf().to_string(), id))
-                    .collect(),
+                tables: RwLock::new(
+                    tables
+                        .into_iter()
+                        .map(|id| (id.leaf().to_string(), id))
+                        .collect(),
+                ),
+                namespace,
             };
             schemas.insert(name, Arc::new(schema));
         }
@@ -118,33 +127,71 @@ impl CatalogProvider for TarnCatalogProvider {
     }
 }
 
-/// One namespace of a Tarn catalog as a DataFusion [`SchemaProvider`].
+/// One namespace of a Tarn catalog as a DataFusion [`SchemaProvider`]. `CREATE TABLE
+/// name [AS SELECT ...]` in it creates a catalog table; dropping one is left to the
+/// catalog's API, since DataFusion also deregisters tables that only leave a session.
 #[derive(Debug)]
 pub struct TarnSchemaProvider {
     catalog: Catalog,
-    /// The tables by name, as listed.
-    tables: BTreeMap<String, ObjectId>,
+    namespace: ObjectId,
+    /// The tables by name, as listed or created here.
+    tables: RwLock<BTreeMap<String, ObjectId>>,
+}
+
+impl TarnSchemaProvider {
+    fn tables(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, ObjectId>> {
+        self.tables.read().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 #[async_trait]
 impl SchemaProvider for TarnSchemaProvider {
     fn table_names(&self) -> Vec<String> {
-        self.tables.keys().cloned().collect()
+        self.tables().keys().cloned().collect()
     }
 
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let Some(id) = self.tables.get(name) else {
+        let Some(id) = self.tables().get(name).cloned() else {
             return Ok(None);
         };
-        let table = self
-            .catalog
-            .load_table(id)
-            .await
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let table = self.catalog.load_table(&id).await.map_err(external)?;
         Ok(Some(Arc::new(TarnTableProvider::new(table))))
     }
 
+    /// `CREATE TABLE name [AS SELECT ...]`: DataFusion hands over the query's rows,
+    /// collected, as a memory table; they become the new catalog table's version 0.
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        let Some(memory) = table.downcast_ref::<MemTable>() else {
+            return plan_err!(
+                "a Tarn catalog's schema takes new tables from CREATE TABLE [AS SELECT]; \
+                 register other tables in a session schema"
+            );
+        };
+        let mut names = self.namespace.names().to_vec();
+        names.push(name.clone());
+        let id = ObjectId::new(names).map_err(external)?;
+        let schema = memory.schema();
+        let partitions = memory.batches.clone();
+        wait("CREATE TABLE in a Tarn catalog", async {
+            let mut rows = Vec::new();
+            for partition in &partitions {
+                rows.extend(partition.read().await.iter().cloned());
+            }
+            self.catalog
+                .create_table_as(&id, &schema, Vec::new(), ObjectMetadata::default(), rows)
+                .await
+        })?
+        .map_err(external)?;
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        tables.insert(name, id);
+        Ok(None)
+    }
+
     fn table_exist(&self, name: &str) -> bool {
-        self.tables.contains_key(name)
+        self.tables().contains_key(name)
     }
 }

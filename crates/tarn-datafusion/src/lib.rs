@@ -39,6 +39,7 @@ mod search;
 mod shared;
 mod statistics;
 mod travel;
+mod wait;
 
 use datafusion::common::DataFusionError;
 use datafusion::prelude::SessionContext;

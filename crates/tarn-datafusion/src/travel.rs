@@ -9,9 +9,9 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 use tarn::Table;
-use tokio::runtime::{Handle, RuntimeFlavor};
 
 use crate::factory::{AsOf, parse_timestamp};
+use crate::wait::wait;
 use crate::{TarnTableProvider, to_datafusion};
 
 /// The name of the time-travel table function.
@@ -26,23 +26,12 @@ impl TableFunctionImpl for TarnTableFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let (url, as_of) = arguments(args.exprs())?;
         // DataFusion asks for a table function's table without waiting, but opening one
-        // reads the log: wait on this thread, letting the runtime's others go on.
-        let handle = match Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => handle,
-            _ => {
-                return plan_err!(
-                    "{TARN_TABLE} opens its table while the query is planned, which needs a \
-                     multi-threaded Tokio runtime"
-                );
-            }
-        };
-        let table = tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                let mut table = Table::open(&url).await?;
-                as_of.load(&mut table).await?;
-                Ok::<_, tarn::Error>(table)
-            })
-        })
+        // reads the log.
+        let table = wait(TARN_TABLE, async {
+            let mut table = Table::open(&url).await?;
+            as_of.load(&mut table).await?;
+            Ok::<_, tarn::Error>(table)
+        })?
         .map_err(to_datafusion)?;
         Ok(Arc::new(TarnTableProvider::new(table)))
     }

@@ -85,6 +85,30 @@ async fn a_catalogs_namespaces_are_schemas_and_its_tables_take_statements() {
 
     let err = error(&ctx, "SELECT * FROM lake.sales.missing").await;
     assert!(err.contains("missing"), "{err}");
+
+    // CREATE TABLE AS SELECT makes a catalog table whose version 0 holds the rows.
+    run(
+        &ctx,
+        "CREATE TABLE lake.sales.few AS SELECT id, customer, amount FROM lake.sales.orders \
+         WHERE id < 10",
+    )
+    .await;
+    let few = catalog.load_table(&id("sales$few")).await.unwrap();
+    assert_eq!(few.snapshot().version(), 0, "one commit");
+    // Ids 3 to 9 of the orders, and 3 and 4 of the rows copied from misc.
+    let counted = text(&ctx, "SELECT count(*) AS n FROM lake.sales.few").await;
+    assert!(counted.contains("| 9 |"), "{counted}");
+    run(
+        &ctx,
+        "CREATE TABLE lake.public.empty (id BIGINT, name VARCHAR)",
+    )
+    .await;
+    let empty = catalog.load_table(&id("empty")).await.unwrap();
+    assert_eq!(empty.snapshot().arrow_schema().fields().len(), 2);
+    let err = error(&ctx, "CREATE TABLE lake.sales.few AS SELECT 1 AS id").await;
+    assert!(err.contains("exists"), "{err}");
+    let listed = catalog.list_tables(&id("sales"), 10, None).await.unwrap();
+    assert_eq!(listed.ids, [id("sales$few"), id("sales$orders")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
