@@ -178,7 +178,7 @@ fn without_null_columns(batch: RecordBatch, drawn: &[String]) -> Result<RecordBa
     let kept: Vec<usize> = (0..batch.num_columns())
         .filter(|i| {
             let column = batch.column(*i);
-            let all_null = column.logical_null_count() == column.len() && column.len() > 0;
+            let all_null = column.logical_null_count() == column.len();
             !(all_null && drawn.contains(schema.field(*i).name()))
         })
         .collect();
@@ -204,6 +204,8 @@ async fn apply(table: &mut Table, change: Change, context: Arc<TaskContext>) -> 
         Change::Insert { input, mode, drawn } => {
             let rows = execute_stream(input, context)?
                 .map_err(|e| DataFusionError::Context("the INSERT's input".into(), Box::new(e)))
+                // An empty batch says nothing of which columns are given.
+                .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
                 .and_then(move |batch| {
                     let batch = without_null_columns(batch, &drawn);
                     async move { batch }
