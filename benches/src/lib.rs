@@ -16,6 +16,7 @@ pub mod reads;
 pub mod registry;
 pub mod report;
 pub mod streaming;
+pub mod tpcds;
 pub mod workloads;
 
 use std::path::PathBuf;

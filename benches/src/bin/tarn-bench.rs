@@ -80,6 +80,19 @@ enum Command {
     /// the CDC mix; medians, the ratio delta-rs / Tarn and peak memory per row. Installs
     /// `deltalake` in a virtual environment on first use.
     Compare,
+    /// TPC-DS through SQL: the data generated at `--scale-factor` and loaded into Tarn
+    /// tables (local directory only, kept between runs), DuckDB's 99 query texts run on
+    /// Tarn (DataFusion), delta-rs (`QueryBuilder`) and DuckDB (delta extension) side by
+    /// side, each Tarn answer checked against DuckDB's. Installs the Python peers on
+    /// first use; not part of `all`.
+    Tpcds {
+        /// TPC-DS scale factor (1 is about 1 GB of raw data).
+        #[arg(long, default_value_t = 1.0)]
+        scale_factor: f64,
+        /// Only these query numbers (comma-separated; all 99 by default).
+        #[arg(long, value_delimiter = ',')]
+        queries: Vec<u32>,
+    },
     /// One measured step of `compare` on Tarn, in this process (what `compare` runs).
     #[command(hide = true)]
     Step {
@@ -134,6 +147,19 @@ async fn main() -> Result<(), BenchError> {
         Command::Compare => {
             let python = tarn_test_support::python::python();
             tarn_bench::compare::compare(&bench, python, &mut reporter).await?;
+            vec![]
+        }
+        Command::Tpcds {
+            scale_factor,
+            queries,
+        } => {
+            let options = tarn_bench::tpcds::Tpcds {
+                dir: PathBuf::from(&cli.url),
+                scale_factor,
+                runs: bench.runs,
+                queries,
+            };
+            tarn_bench::tpcds::tpcds(&options, &mut reporter).await?;
             vec![]
         }
         Command::Step { .. } => vec![],

@@ -1,6 +1,7 @@
-//! DuckDB with its `delta` extension (the `duckdb` and `duckdb-ext-delta` Python
-//! packages, same version; the extension's file ships in the wheel), in a virtual
-//! environment of its own: a third Delta reader beside delta-rs and Spark.
+//! DuckDB with its `delta` and `tpcds` extensions (the `duckdb`, `duckdb-ext-delta` and
+//! `duckdb-ext-tpcds` Python packages, same version; each extension's file ships in its
+//! wheel), in a virtual environment of its own: a third Delta reader beside delta-rs and
+//! Spark, and the TPC-DS queries the bench runs.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -9,6 +10,9 @@ use std::sync::OnceLock;
 pub const DUCKDB_VERSION: &str = "1.4.4";
 /// The `duckdb-ext-delta` release built for [`DUCKDB_VERSION`].
 pub const DUCKDB_DELTA_VERSION: &str = "1.4.4.20260205";
+/// The `duckdb-ext-tpcds` release built for [`DUCKDB_VERSION`]: the TPC-DS queries the
+/// bench runs.
+pub const DUCKDB_TPCDS_VERSION: &str = "1.4.4.20260205";
 
 static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 
@@ -20,7 +24,8 @@ pub fn python() -> &'static Path {
         Ok(p) => p,
         Err(e) => panic!(
             "{e}\nThe DuckDB tests need Python 3 with venv and pip, and access to PyPI (they \
-             install duckdb=={DUCKDB_VERSION} and duckdb-ext-delta=={DUCKDB_DELTA_VERSION} \
+             install duckdb=={DUCKDB_VERSION}, duckdb-ext-delta=={DUCKDB_DELTA_VERSION} and \
+             duckdb-ext-tpcds=={DUCKDB_TPCDS_VERSION} \
              into {}).",
             crate::cache_dir().display()
         ),
@@ -34,6 +39,7 @@ fn install() -> Result<PathBuf, String> {
         &[
             format!("duckdb=={DUCKDB_VERSION}"),
             format!("duckdb-ext-delta=={DUCKDB_DELTA_VERSION}"),
+            format!("duckdb-ext-tpcds=={DUCKDB_TPCDS_VERSION}"),
         ],
     )
 }

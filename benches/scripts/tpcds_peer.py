@@ -1,0 +1,124 @@
+"""The TPC-DS side of `tarn-bench tpcds` for the peers, each in a process of its own.
+
+Usage:
+    tpcds_peer.py queries OUT_DIR
+        DuckDB's TPC-DS queries (the `tpcds` extension's `tpcds_queries()`) into
+        OUT_DIR/queries.json.
+    tpcds_peer.py duckdb ROOT OUT_DIR RUNS
+        Runs every query in OUT_DIR/queries.json with DuckDB's `delta` extension over the
+        tables in ROOT (one folder per TPC-DS table), RUNS times each; then writes each
+        answer, untimed, to OUT_DIR/duckdb/qN.parquet.
+    tpcds_peer.py deltars ROOT OUT_DIR RUNS
+        The same with delta-rs (`deltalake`'s QueryBuilder: DataFusion over delta-rs),
+        tables registered once before the queries, as a user would.
+
+Prints one JSON line per query: {"nr", "ms": [per run], "rows", "error"}, then
+{"peak_rss_mib"}. The DuckDB modes need the `duckdb-ext-delta` and `duckdb-ext-tpcds`
+wheels (their extension files are loaded with unsigned extensions allowed).
+"""
+
+import glob
+import json
+import os
+import resource
+import sys
+import time
+
+
+def extension(name: str) -> str:
+    import duckdb_ext
+
+    for root in duckdb_ext.__path__:
+        found = glob.glob(os.path.join(root, "extensions", "*", "*", f"{name}.duckdb_extension"))
+        if found:
+            return found[0]
+    raise SystemExit(f"no {name}.duckdb_extension in the duckdb_ext wheels")
+
+
+def duckdb_connection():
+    import duckdb
+
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.load_extension(extension("delta"))
+    con.load_extension(extension("tpcds"))
+    return con
+
+
+def tables(root: str):
+    return sorted(
+        d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d, "_delta_log"))
+    )
+
+
+def queries(out_dir: str):
+    with open(os.path.join(out_dir, "queries.json")) as f:
+        return json.load(f)
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(run, runs: int, nr: int):
+    times, rows = [], None
+    try:
+        for _ in range(runs):
+            start = time.perf_counter()
+            n = run()
+            times.append((time.perf_counter() - start) * 1000.0)
+            rows = n
+        print(json.dumps({"nr": nr, "ms": times, "rows": rows, "error": None}), flush=True)
+    except Exception as e:  # a query an engine cannot run is reported, not fatal
+        print(json.dumps({"nr": nr, "ms": [], "rows": None, "error": str(e)[:300]}), flush=True)
+
+
+def main() -> int:
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "queries" and len(sys.argv) == 3:
+        con = duckdb_connection()
+        listed = con.execute("SELECT query_nr, query FROM tpcds_queries() ORDER BY query_nr").fetchall()
+        with open(os.path.join(sys.argv[2], "queries.json"), "w") as f:
+            json.dump([{"nr": nr, "sql": sql} for nr, sql in listed], f)
+        print(json.dumps({"queries": len(listed)}))
+        return 0
+    if mode not in ("duckdb", "deltars") or len(sys.argv) != 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    root, out_dir, runs = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    if mode == "duckdb":
+        con = duckdb_connection()
+        for name in tables(root):
+            path = os.path.join(root, name)
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM delta_scan('{path}')")
+        answers = os.path.join(out_dir, "duckdb")
+        os.makedirs(answers, exist_ok=True)
+        for q in queries(out_dir):
+            sql = q["sql"].strip().rstrip(";")
+
+            def run(sql=sql):
+                return len(con.execute(sql).fetchall())
+
+            timed(run, runs, q["nr"])
+            # The answer, untimed, written by DuckDB's own Parquet writer.
+            try:
+                out = os.path.join(answers, f"q{q['nr']}.parquet")
+                con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet)")
+            except Exception:
+                pass
+    else:
+        from deltalake import DeltaTable, QueryBuilder
+
+        qb = QueryBuilder()
+        for name in tables(root):
+            qb.register(name, DeltaTable(os.path.join(root, name)))
+        for q in queries(out_dir):
+            def run(sql=q["sql"]):
+                return sum(b.num_rows for b in qb.execute(sql))
+
+            timed(run, runs, q["nr"])
+    print(json.dumps({"peak_rss_mib": peak_mib()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
