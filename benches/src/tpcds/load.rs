@@ -85,6 +85,8 @@ pub async fn load(root: &Path, scale_factor: f64) -> Result<Loaded, BenchError> 
     let marker = root.join(".scale-factor");
     let same = std::fs::read_to_string(&marker).is_ok_and(|s| s == scale_factor.to_string());
     if !same {
+        // Gone until every table is loaded at the new scale.
+        let _ = std::fs::remove_file(&marker);
         for (name, _) in TABLES {
             let _ = std::fs::remove_dir_all(root.join(name));
         }

@@ -328,6 +328,9 @@ impl Catalog {
                         match rows.is_empty() {
                             true => builder.execute().await?,
                             false => {
+                                // The folder is fresh (`with_fresh_location`): data files
+                                // a failed write left in it are this call's to remove.
+                                created.store(true, Ordering::SeqCst);
                                 let rows = rows.into_iter().map(Ok::<_, Infallible>);
                                 builder.execute_stream(futures::stream::iter(rows)).await?
                             }

@@ -171,6 +171,12 @@ impl SchemaProvider for TarnSchemaProvider {
                  register other tables in a session schema"
             );
         };
+        if memory.constraints().is_some_and(|c| !c.is_empty()) {
+            return plan_err!(
+                "CREATE TABLE {name} in a Tarn catalog: SQL constraints (PRIMARY KEY, \
+                 UNIQUE) are not kept by Tarn tables; leave them out"
+            );
+        }
         let mut names = self.namespace.names().to_vec();
         names.push(name.clone());
         let id = ObjectId::new(names).map_err(external)?;

@@ -88,7 +88,13 @@ pub(crate) fn to_tarn_with(expr: &Expr, column: &ColumnMap<'_>) -> Option<TarnEx
                 | ScalarValue::Utf8View(Some(q)) => q.clone(),
                 _ => return None,
             };
-            tarn::expr::text_match(searched.name.clone(), query)
+            // The searched column must be the table's own (not a MERGE's `target.x`).
+            match column(searched)? {
+                TarnExpr::Column(name) if name.path().len() == 1 => {
+                    tarn::expr::text_match(name.root().to_string(), query)
+                }
+                _ => return None,
+            }
         }
         _ => return None,
     })

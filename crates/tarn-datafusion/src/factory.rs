@@ -44,6 +44,14 @@ impl AsOf {
             Self::Timestamp(ms) => table.load_timestamp(ms).await,
         }
     }
+
+    /// The provider of `table` loaded at this point: read-only unless at the latest.
+    pub(crate) fn provider(self, table: Table) -> TarnTableProvider {
+        match self {
+            Self::Latest => TarnTableProvider::new(table),
+            _ => TarnTableProvider::read_only(table),
+        }
+    }
 }
 
 /// The store options and the point in time of a statement's options (DataFusion writes
@@ -111,7 +119,7 @@ impl TableProviderFactory for TarnTableFactory {
         if !columns.fields().is_empty() {
             same_columns(location, columns, table.snapshot().arrow_schema())?;
         }
-        Ok(Arc::new(TarnTableProvider::new(table)))
+        Ok(Arc::new(as_of.provider(table)))
     }
 }
 

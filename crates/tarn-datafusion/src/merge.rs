@@ -81,6 +81,13 @@ impl SqlMerge {
                 keys.push(key);
                 continue;
             }
+            if let Some((target, source)) = cast_key_pair(part, &side) {
+                return plan_err!(
+                    "MERGE INTO a Tarn table matches keys of one type: the target's {target} \
+                     and the source's {source} differ; cast {source} to {target}'s type in \
+                     the USING query"
+                );
+            }
             let part = translate(part, "ON condition")?;
             condition = Some(match condition {
                 Some(c) => c.and(part),
@@ -178,6 +185,34 @@ impl std::fmt::Display for SqlMerge {
             write!(f, ", condition={condition}")?;
         }
         write!(f, ", clauses={}", self.clauses.len())
+    }
+}
+
+/// The (target, source) columns of an equality between one column of each side where
+/// DataFusion cast one of them to the other's type.
+fn cast_key_pair(expr: &Expr, side: &dyn Fn(&Column) -> Option<Side>) -> Option<(String, String)> {
+    let Expr::BinaryExpr(BinaryExpr {
+        left,
+        op: Operator::Eq,
+        right,
+    }) = expr
+    else {
+        return None;
+    };
+    let column = |e: &Expr| match e {
+        Expr::Cast(cast) => match cast.expr.as_ref() {
+            Expr::Column(c) => Some(c.clone()),
+            _ => None,
+        },
+        Expr::Column(c) => Some(c.clone()),
+        _ => None,
+    };
+    let casts = matches!(left.as_ref(), Expr::Cast(_)) || matches!(right.as_ref(), Expr::Cast(_));
+    match (casts, side(&column(left)?)?, side(&column(right)?)?) {
+        (true, Side::Target(t), Side::Source(s)) | (true, Side::Source(s), Side::Target(t)) => {
+            Some((t, s))
+        }
+        _ => None,
     }
 }
 

@@ -32,6 +32,8 @@ use crate::to_datafusion;
 pub struct TarnTableProvider {
     table: Arc<SharedTable>,
     schema: SchemaRef,
+    /// Read as of a past version (time travel): statements that change it are refused.
+    read_only: bool,
 }
 
 impl TarnTableProvider {
@@ -41,6 +43,31 @@ impl TarnTableProvider {
         Self {
             table: SharedTable::new(table),
             schema,
+            read_only: false,
+        }
+    }
+
+    /// The provider of a table read as of its current version, which stays there:
+    /// [`refresh`](Self::refresh) leaves it, and INSERT, DELETE, UPDATE, MERGE and
+    /// TRUNCATE are refused (they would start from a past version). Time travel
+    /// (`tarn_table(url, version)`, `CREATE EXTERNAL TABLE ... OPTIONS ('version' ..)`)
+    /// makes these.
+    pub fn read_only(table: Table) -> Self {
+        Self {
+            read_only: true,
+            ..Self::new(table)
+        }
+    }
+
+    /// Fails when the provider is read-only: `statement` would change a past version.
+    fn writable(&self, statement: &str) -> Result<()> {
+        match self.read_only {
+            true => plan_err!(
+                "{statement} on a Tarn table read as of version {}: a past version cannot \
+                 be changed; register the table at its latest version to change it",
+                self.table.snapshot().version()
+            ),
+            false => Ok(()),
         }
     }
 
@@ -56,10 +83,14 @@ impl TarnTableProvider {
         self.table.snapshot()
     }
 
-    /// Catches up with other writers' commits.
+    /// Catches up with other writers' commits (a [`read_only`](Self::read_only) provider
+    /// stays where it is).
     ///
     /// Fails as [`Table::refresh`] does.
     pub async fn refresh(&self) -> tarn::Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let mut table = self.table.lock().await;
         table.refresh().await?;
         self.table.publish(&table);
@@ -77,6 +108,10 @@ impl TarnTableProvider {
 
     /// Rows, bounds and null counts of `snapshot` from the log, computed once a version.
     fn table_statistics(&self, snapshot: &Snapshot) -> Option<Arc<Statistics>> {
+        // After a schema change, the snapshot's columns are not the provider's.
+        if snapshot.arrow_schema().as_ref() != self.schema.as_ref() {
+            return None;
+        }
         self.table
             .statistics(snapshot, |s| crate::statistics::of(s, &self.schema))
     }
@@ -253,6 +288,7 @@ impl TableProvider for TarnTableProvider {
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("INSERT")?;
         let mode = match insert_op {
             InsertOp::Append => WriteMode::Append,
             InsertOp::Overwrite => WriteMode::Overwrite,
@@ -276,6 +312,7 @@ impl TableProvider for TarnTableProvider {
         state: &dyn Session,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("DELETE")?;
         let predicate = self.statement_predicate(state, "DELETE", &filters).await?;
         let change = Change::Delete { predicate };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
@@ -287,6 +324,7 @@ impl TableProvider for TarnTableProvider {
         assignments: Vec<(String, Expr)>,
         filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("UPDATE")?;
         let predicate = self.statement_predicate(state, "UPDATE", &filters).await?;
         let mut sets = Vec::new();
         for (column, value) in assignments {
@@ -310,12 +348,14 @@ impl TableProvider for TarnTableProvider {
         on: Expr,
         clauses: Vec<MergeIntoClause>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("MERGE INTO")?;
         let merge = SqlMerge::new(&merge_schema, self.schema.fields().len(), &on, &clauses)?;
         let change = Change::Merge { source, merge };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
     }
 
     async fn truncate(&self, _state: &dyn Session) -> Result<Arc<dyn ExecutionPlan>> {
+        self.writable("TRUNCATE")?;
         let predicate = tarn::expr::lit(true);
         let change = Change::Delete { predicate };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))

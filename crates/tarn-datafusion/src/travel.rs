@@ -11,8 +11,8 @@ use datafusion::logical_expr::Expr;
 use tarn::Table;
 
 use crate::factory::{AsOf, parse_timestamp};
+use crate::to_datafusion;
 use crate::wait::wait;
-use crate::{TarnTableProvider, to_datafusion};
 
 /// The name of the time-travel table function.
 pub const TARN_TABLE: &str = "tarn_table";
@@ -33,7 +33,7 @@ impl TableFunctionImpl for TarnTableFunction {
             Ok::<_, tarn::Error>(table)
         })?
         .map_err(to_datafusion)?;
-        Ok(Arc::new(TarnTableProvider::new(table)))
+        Ok(Arc::new(as_of.provider(table)))
     }
 }
 
@@ -65,7 +65,10 @@ fn arguments(exprs: &[Expr]) -> Result<(String, AsOf)> {
             AsOf::Timestamp(us.div_euclid(1000))
         }
         Some(Some(ScalarValue::TimestampMillisecond(Some(ms), _))) => AsOf::Timestamp(ms),
-        Some(Some(ScalarValue::TimestampSecond(Some(s), _))) => AsOf::Timestamp(s * 1000),
+        Some(Some(ScalarValue::TimestampSecond(Some(s), _))) => match s.checked_mul(1000) {
+            Some(ms) => AsOf::Timestamp(ms),
+            None => return usage(),
+        },
         _ => return usage(),
     };
     Ok((url, as_of))

@@ -137,6 +137,11 @@ async fn create_external_table_opens_a_tarn_table_or_makes_one() {
     .await;
     let counted = text(&ctx, "SELECT count(*) AS n FROM s2").await;
     assert!(counted.contains("| 200 |"), "{counted}");
+    // A past version is read-only.
+    let err = error(&ctx, "INSERT INTO s2 SELECT * FROM s LIMIT 1").await;
+    assert!(err.contains("past version"), "{err}");
+    let err = error(&ctx, "DELETE FROM s2 WHERE id = 1").await;
+    assert!(err.contains("past version"), "{err}");
     let err = error(
         &ctx,
         &format!("CREATE EXTERNAL TABLE bad (id BIGINT) STORED AS TARN LOCATION '{location}'"),

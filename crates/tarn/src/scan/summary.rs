@@ -78,7 +78,9 @@ impl Snapshot {
                     column.bounded = false;
                     continue;
                 };
+                // A null bound of a file not shown to be all null says nothing.
                 if low.is_null() || high.is_null() {
+                    column.bounded = false;
                     continue;
                 }
                 column.bounds = Some(match column.bounds.take() {
