@@ -12,6 +12,10 @@ Usage:
         The same with delta-rs (`deltalake`'s QueryBuilder: DataFusion over delta-rs),
         tables registered once before the queries, as a user would.
 
+Each peer's address space is capped at TPCDS_PEER_MEMORY_GIB (default 16) GiB, so a query
+that would exhaust the machine fails instead. A last argument AFTER_NR runs only the queries numbered above it (the harness restarts a
+peer that died, say killed for memory, after the query that killed it).
+
 Prints one JSON line per query: {"nr", "ms": [per run], "rows", "error"}, then
 {"peak_rss_mib"}. The DuckDB modes need the `duckdb-ext-delta` and `duckdb-ext-tpcds`
 wheels (their extension files are loaded with unsigned extensions allowed).
@@ -50,9 +54,9 @@ def tables(root: str):
     )
 
 
-def queries(out_dir: str):
+def queries(out_dir: str, after: int = 0):
     with open(os.path.join(out_dir, "queries.json")) as f:
-        return json.load(f)
+        return [q for q in json.load(f) if q["nr"] > after]
 
 
 def peak_mib() -> float:
@@ -81,10 +85,14 @@ def main() -> int:
             json.dump([{"nr": nr, "sql": sql} for nr, sql in listed], f)
         print(json.dumps({"queries": len(listed)}))
         return 0
-    if mode not in ("duckdb", "deltars") or len(sys.argv) != 5:
+    if mode not in ("duckdb", "deltars") or len(sys.argv) not in (5, 6):
         print(__doc__, file=sys.stderr)
         return 2
     root, out_dir, runs = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    # Past this address space a peer fails its query rather than take the machine down.
+    limit = int(float(os.environ.get("TPCDS_PEER_MEMORY_GIB", "16")) * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    after = int(sys.argv[5]) if len(sys.argv) == 6 else 0
     if mode == "duckdb":
         con = duckdb_connection()
         for name in tables(root):
@@ -92,7 +100,7 @@ def main() -> int:
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM delta_scan('{path}')")
         answers = os.path.join(out_dir, "duckdb")
         os.makedirs(answers, exist_ok=True)
-        for q in queries(out_dir):
+        for q in queries(out_dir, after):
             sql = q["sql"].strip().rstrip(";")
 
             def run(sql=sql):
@@ -111,7 +119,7 @@ def main() -> int:
         qb = QueryBuilder()
         for name in tables(root):
             qb.register(name, DeltaTable(os.path.join(root, name)))
-        for q in queries(out_dir):
+        for q in queries(out_dir, after):
             def run(sql=q["sql"]):
                 return sum(b.num_rows for b in qb.execute(sql))
 

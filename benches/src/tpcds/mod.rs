@@ -138,12 +138,11 @@ pub async fn tpcds(options: &Tpcds, reporter: &mut Reporter) -> Result<(), Bench
     );
     let (tarn, answers) = run_tarn(&tables, &queries, options.runs.max(1)).await?;
     println!("DuckDB (delta extension)");
-    let args = ["duckdb", path(&tables)?, path(&out)?, &runs];
-    let duck = engine_runs("duckdb", &peer(duckdb, &script, &args).await?)?;
+    let args = [path(&tables)?, path(&out)?, &runs];
+    let duck = peer_runs("DuckDB", duckdb, &script, "duckdb", &args, &queries).await?;
     println!("delta-rs (QueryBuilder)");
     let python = tarn_test_support::python::python();
-    let args = ["deltars", path(&tables)?, path(&out)?, &runs];
-    let deltars = engine_runs("delta-rs", &peer(python, &script, &args).await?)?;
+    let deltars = peer_runs("delta-rs", python, &script, "deltars", &args, &queries).await?;
 
     let checks = check_answers(&queries, &answers, &out.join("duckdb"));
     report(&queries, [&tarn, &deltars, &duck], &checks, reporter)?;
@@ -160,20 +159,84 @@ fn path(p: &Path) -> Result<&str, BenchError> {
 
 /// Runs the TPC-DS script in `python` and returns its standard output.
 async fn peer(python: &Path, script: &Path, args: &[&str]) -> Result<String, BenchError> {
+    let (stdout, failure) = peer_output(python, script, args).await?;
+    match failure {
+        None => Ok(stdout),
+        Some(failure) => Err(format!("tpcds_peer.py {args:?} failed ({failure})").into()),
+    }
+}
+
+/// The script's standard output, and how it failed if it did.
+async fn peer_output(
+    python: &Path,
+    script: &Path,
+    args: &[&str],
+) -> Result<(String, Option<String>), BenchError> {
     let output = tokio::process::Command::new(python)
         .arg(script)
         .args(args)
         .output()
         .await?;
-    if !output.status.success() {
-        return Err(format!(
-            "tpcds_peer.py {args:?} failed ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let failure = (!output.status.success()).then(|| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: String = stderr
+            .chars()
+            .rev()
+            .take(300)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("{}: {}", output.status, tail.trim())
+    });
+    Ok((stdout, failure))
+}
+
+/// Runs a peer `engine` over every query; when its process dies (killed for memory, say)
+/// the query it was on is reported as failed with how it died, and a fresh process goes
+/// on after it.
+async fn peer_runs(
+    name: &'static str,
+    python: &Path,
+    script: &Path,
+    mode: &str,
+    args: &[&str; 3],
+    queries: &[Query],
+) -> Result<EngineRuns, BenchError> {
+    let mut all = EngineRuns {
+        name,
+        runs: BTreeMap::new(),
+        peak_mib: 0.0,
+    };
+    let mut after = 0u32;
+    loop {
+        let after_text = after.to_string();
+        let mut call = vec![mode];
+        call.extend_from_slice(args);
+        call.push(&after_text);
+        let (stdout, failure) = peer_output(python, script, &call).await?;
+        let part = engine_runs(name, &stdout)?;
+        all.peak_mib = all.peak_mib.max(part.peak_mib);
+        all.runs.extend(part.runs);
+        let Some(failure) = failure else {
+            return Ok(all);
+        };
+        let done = all.runs.keys().max().copied().unwrap_or(0).max(after);
+        let Some(killer) = queries.iter().map(|q| q.nr).find(|nr| *nr > done) else {
+            return Ok(all);
+        };
+        println!("  q{killer}: {name} died ({failure}); going on after it");
+        all.runs.insert(
+            killer,
+            QueryRun {
+                nr: killer,
+                error: Some(format!("the process died: {failure}")),
+                ..QueryRun::default()
+            },
+        );
+        after = killer;
     }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// A peer's JSON lines as its runs.
