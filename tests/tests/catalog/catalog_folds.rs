@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use tarn_catalog::{Catalog, CatalogOptions, Layout, ObjectId, ObjectMetadata};
-use tarn_tests::catalog::id;
+use tarn_tests::catalog::{id, import_row};
 
 async fn open(dir: &std::path::Path, rows_per_page: usize) -> Catalog {
     let catalog = Catalog::open(
@@ -23,23 +23,16 @@ async fn open(dir: &std::path::Path, rows_per_page: usize) -> Catalog {
     catalog
 }
 
-/// Creates the namespaces `keys` at once through `catalog`: one commit, one page.
+/// Creates the namespaces `keys` through `catalog` in one commit, one page (an import:
+/// concurrent creates may land in more than one batch when the machine is busy).
 async fn seed(catalog: &Catalog, keys: impl IntoIterator<Item = String>) {
-    let creates = keys.into_iter().map(|key| {
-        let catalog = catalog.clone();
-        async move {
-            catalog
-                .create_namespace(
-                    &id(&key),
-                    ObjectMetadata::default(),
-                    tarn_catalog::IfExists::Fail,
-                )
-                .await
-        }
-    });
-    for result in futures::future::join_all(creates).await {
-        result.unwrap();
-    }
+    let now = catalog.now();
+    let rows: Vec<_> = keys
+        .into_iter()
+        .map(|key| import_row(key, "namespace", now))
+        .collect();
+    let count = rows.len();
+    assert_eq!(catalog.import(rows).await.unwrap(), count);
 }
 
 /// The actions of manifest commit `version`.
