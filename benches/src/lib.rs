@@ -4,6 +4,7 @@
 //! Every figure is reported with the object-store requests and round trips behind it,
 //! because on S3 those, not CPU, make most of the time.
 
+pub mod answers;
 pub mod catalog;
 pub mod cdc;
 pub mod compare;
@@ -16,6 +17,7 @@ pub mod reads;
 pub mod registry;
 pub mod report;
 pub mod streaming;
+#[cfg(feature = "tpcds")]
 pub mod tpcds;
 pub mod workloads;
 

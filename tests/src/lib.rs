@@ -27,6 +27,13 @@ pub use tarn_test_support::{cache_dir, minio, spark, unique, with_install_lock};
 /// A binary of another package of this workspace, built (in this test run's profile and
 /// target folder) if needed. Cargo releases its build lock before running tests, so a
 /// test may build.
+///
+/// It is built as `cargo test --workspace --no-run` builds it (the package has
+/// integration tests, so its binaries are part of that build): with the features the
+/// whole workspace's tests unify, so after `cargo test --workspace` this costs nothing.
+/// `cargo build -p PACKAGE` would resolve features for the package alone and compile the
+/// dependency tree a second time. Run from one test binary alone, it builds the
+/// workspace's tests once.
 pub fn workspace_binary(package: &str, binary: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     // target/<profile>/deps/<test> -> target/<profile>
@@ -39,24 +46,48 @@ pub fn workspace_binary(package: &str, binary: &str) -> std::path::PathBuf {
         .and_then(|n| n.to_str())
         .unwrap_or("debug");
     let target_dir = profile_dir.parent().expect("a target folder");
-    let cargo_profile = if profile == "debug" { "dev" } else { profile };
-    let status = std::process::Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            package,
-            "--bin",
-            binary,
-            "--profile",
-            cargo_profile,
-        ])
+    let mut args = vec!["test", "--quiet", "--workspace", "--no-run"];
+    // `cargo test` builds into target/debug by default (its `test` profile inherits `dev`).
+    if profile != "debug" {
+        args.extend(["--profile", profile]);
+    }
+    let mut command = std::process::Command::new(env!("CARGO"));
+    // The variables Cargo sets for a test run (the package's name, manifest folder, ...)
+    // are read by build scripts that ask to rerun when they change (ring's does): left
+    // in, they would rebuild the dependency tree the outer `cargo test` built.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref());
+        if set_by_cargo {
+            command.env_remove(name.as_ref());
+        }
+    }
+    let status = command
+        .args(&args)
         .env("CARGO_TARGET_DIR", target_dir)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .status()
-        .expect("run cargo build");
-    assert!(status.success(), "building {binary} failed");
-    profile_dir.join(binary)
+        .expect("run cargo test --no-run");
+    assert!(status.success(), "building the workspace's tests failed");
+    let path = profile_dir.join(binary);
+    assert!(
+        path.is_file(),
+        "{} has no binary {binary} at {} (does it still have integration tests?)",
+        package,
+        path.display()
+    );
+    path
 }
 
 /// The name the test binary knows the test `name` of the module at `module_path` by (its

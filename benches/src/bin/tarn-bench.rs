@@ -84,7 +84,7 @@ enum Command {
     /// tables (local directory only, kept between runs), DuckDB's 99 query texts run on
     /// Tarn (DataFusion), delta-rs (`QueryBuilder`) and DuckDB (delta extension) side by
     /// side, each Tarn answer checked against DuckDB's. Installs the Python peers on
-    /// first use; not part of `all`.
+    /// first use; not part of `all`. Needs the `tpcds` feature (`--features tpcds`).
     Tpcds {
         /// TPC-DS scale factor (1 is about 1 GB of raw data).
         #[arg(long, default_value_t = 1.0)]
@@ -153,13 +153,7 @@ async fn main() -> Result<(), BenchError> {
             scale_factor,
             queries,
         } => {
-            let options = tarn_bench::tpcds::Tpcds {
-                dir: PathBuf::from(&cli.url),
-                scale_factor,
-                runs: bench.runs,
-                queries,
-            };
-            tarn_bench::tpcds::tpcds(&options, &mut reporter).await?;
+            tpcds(&cli.url, scale_factor, bench.runs, queries, &mut reporter).await?;
             vec![]
         }
         Command::Step { .. } => vec![],
@@ -334,4 +328,38 @@ fn plot(dir: &std::path::Path, records: &[Record], profile: &str) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// `tarn-bench tpcds`, in a build with the `tpcds` feature.
+#[cfg(feature = "tpcds")]
+async fn tpcds(
+    url: &str,
+    scale_factor: f64,
+    runs: usize,
+    queries: Vec<u32>,
+    reporter: &mut Reporter,
+) -> Result<(), BenchError> {
+    let options = tarn_bench::tpcds::Tpcds {
+        dir: PathBuf::from(url),
+        scale_factor,
+        runs,
+        queries,
+    };
+    tarn_bench::tpcds::tpcds(&options, reporter).await
+}
+
+/// `tarn-bench tpcds` in a build without DataFusion: says how to get one.
+#[cfg(not(feature = "tpcds"))]
+async fn tpcds(
+    _url: &str,
+    _scale_factor: f64,
+    _runs: usize,
+    _queries: Vec<u32>,
+    _reporter: &mut Reporter,
+) -> Result<(), BenchError> {
+    Err(
+        "tarn-bench was built without the `tpcds` feature (DataFusion and the TPC-DS \
+         generator); run `cargo run --release -p tarn-bench --features tpcds -- tpcds`"
+            .into(),
+    )
 }

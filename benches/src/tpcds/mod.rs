@@ -9,7 +9,6 @@
 //! (`benches/scripts/tpcds_peer.py`), registering its tables once too. A query an
 //! engine cannot plan or run is reported with its error, not counted in the totals.
 
-pub mod answers;
 pub mod load;
 
 use std::collections::BTreeMap;
@@ -24,6 +23,7 @@ use tarn::Table;
 use tarn_datafusion::TarnTableProvider;
 use tarn_store::{CountingStore, RequestCounts};
 
+use crate::answers;
 use crate::report::{Record, Reporter};
 use crate::{BenchError, Sample, Summary, memory};
 
