@@ -20,6 +20,7 @@ import time
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from peak import peak_mib, reset_peak
 
 QUERIES = [
     ("COUNT(*)", "SELECT COUNT(*) FROM t"),
@@ -30,31 +31,12 @@ QUERIES = [
 ]
 
 
-def reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_rss_mib():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
-
-
 def timed(work):
     reset_peak()
     started = time.perf_counter()
     out = work()
     ms = (time.perf_counter() - started) * 1e3
-    return out, ms, peak_rss_mib()
+    return out, ms, peak_mib()
 
 
 def main(argv):
@@ -98,7 +80,7 @@ def main(argv):
                 {"query": name, "ms": (time.perf_counter() - t0) * 1e3, "value": value}
             )
         ms = (time.perf_counter() - started) * 1e3
-        peak = peak_rss_mib()
+        peak = peak_mib()
         result = {"queries": queries}
     elif op == "open":
         # Cold: a fresh process; the table and its list of files, checkpoint and all.

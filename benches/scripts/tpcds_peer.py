@@ -28,6 +28,8 @@ import resource
 import sys
 import time
 
+from peak import peak_mib, reset_peak
+
 
 def extension(name: str) -> str:
     import duckdb_ext
@@ -57,27 +59,6 @@ def tables(root: str):
 def queries(out_dir: str, after: int = 0):
     with open(os.path.join(out_dir, "queries.json")) as f:
         return [q for q in json.load(f) if q["nr"] > after]
-
-
-def reset_peak():
-    """Starts the peak over (Linux): a child's ru_maxrss starts at its parent's size."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_mib() -> float:
-    """The peak resident set since reset_peak, from /proc/self/status (VmHWM)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def timed(run, runs: int, nr: int):

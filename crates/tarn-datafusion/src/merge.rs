@@ -77,11 +77,12 @@ impl SqlMerge {
         let mut keys = Vec::new();
         let mut condition: Option<TarnExpr> = None;
         for part in split_conjunction(on) {
-            if let Some(key) = key_pair(part, &side) {
-                keys.push(key);
-                continue;
-            }
-            if let Some((target, source)) = cast_key_pair(part, &side) {
+            if let Some((key, cast)) = key_pair(part, &side) {
+                if !cast {
+                    keys.push(key);
+                    continue;
+                }
+                let (target, source) = key;
                 return plan_err!(
                     "MERGE INTO a Tarn table matches keys of one type: the target's {target} \
                      and the source's {source} differ; cast {source} to {target}'s type in \
@@ -188,9 +189,13 @@ impl std::fmt::Display for SqlMerge {
     }
 }
 
-/// The (target, source) columns of an equality between one column of each side where
-/// DataFusion cast one of them to the other's type.
-fn cast_key_pair(expr: &Expr, side: &dyn Fn(&Column) -> Option<Side>) -> Option<(String, String)> {
+/// `expr` as a (target column, source column) key when it is an equality between one
+/// column of each side, and whether DataFusion cast either column to the other's type
+/// (Tarn matches keys of one type only).
+fn key_pair(
+    expr: &Expr,
+    side: &dyn Fn(&Column) -> Option<Side>,
+) -> Option<((String, String), bool)> {
     let Expr::BinaryExpr(BinaryExpr {
         left,
         op: Operator::Eq,
@@ -207,31 +212,11 @@ fn cast_key_pair(expr: &Expr, side: &dyn Fn(&Column) -> Option<Side>) -> Option<
         Expr::Column(c) => Some(c.clone()),
         _ => None,
     };
-    let casts = matches!(left.as_ref(), Expr::Cast(_)) || matches!(right.as_ref(), Expr::Cast(_));
-    match (casts, side(&column(left)?)?, side(&column(right)?)?) {
-        (true, Side::Target(t), Side::Source(s)) | (true, Side::Source(s), Side::Target(t)) => {
-            Some((t, s))
+    let cast = matches!(left.as_ref(), Expr::Cast(_)) || matches!(right.as_ref(), Expr::Cast(_));
+    match (side(&column(left)?)?, side(&column(right)?)?) {
+        (Side::Target(t), Side::Source(s)) | (Side::Source(s), Side::Target(t)) => {
+            Some(((t, s), cast))
         }
-        _ => None,
-    }
-}
-
-/// `expr` as a (target column, source column) key when it is an equality between one
-/// column of each side.
-fn key_pair(expr: &Expr, side: &dyn Fn(&Column) -> Option<Side>) -> Option<(String, String)> {
-    let Expr::BinaryExpr(BinaryExpr {
-        left,
-        op: Operator::Eq,
-        right,
-    }) = expr
-    else {
-        return None;
-    };
-    let (Expr::Column(left), Expr::Column(right)) = (left.as_ref(), right.as_ref()) else {
-        return None;
-    };
-    match (side(left)?, side(right)?) {
-        (Side::Target(t), Side::Source(s)) | (Side::Source(s), Side::Target(t)) => Some((t, s)),
         _ => None,
     }
 }

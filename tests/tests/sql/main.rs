@@ -16,7 +16,8 @@ mod writes;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::UInt64Type;
 use datafusion::prelude::SessionContext;
 use tarn::Table;
 use tarn::expr::{col, lit};
@@ -67,4 +68,13 @@ async fn run(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
         .collect()
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// The `count` a DML statement returns: the rows it inserted, changed or deleted.
+fn count(batches: &[RecordBatch]) -> u64 {
+    batches[0]
+        .column_by_name("count")
+        .unwrap()
+        .as_primitive::<UInt64Type>()
+        .value(0)
 }

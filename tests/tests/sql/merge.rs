@@ -2,13 +2,11 @@
 //! as DuckDB's MERGE of the same source into a copy of the table; statements Tarn cannot
 //! express are refused before anything is committed.
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::UInt64Type;
 use tarn::ChangeStrategy;
 use tarn_tests::python::query_with_duckdb_after;
 use tarn_tests::rows::{align, canonical_rows};
 
-use super::{run, sales, session};
+use super::{count, run, sales, session};
 
 /// The source both engines merge: an update, two deletes, a row matching one deleted
 /// before (so inserted again) and a new row.
@@ -37,15 +35,6 @@ fn marked(snapshot: &tarn::Snapshot) -> std::collections::BTreeSet<(String, i64)
         .files()
         .filter_map(|a| Some((a.path.clone(), a.deletion_vector.as_ref()?.cardinality)))
         .collect()
-}
-
-/// The `count` a changing statement returns.
-fn count(batches: &[RecordBatch]) -> u64 {
-    batches[0]
-        .column_by_name("count")
-        .unwrap()
-        .as_primitive::<UInt64Type>()
-        .value(0)
 }
 
 async fn merge_leaves_duckdbs_rows(strategy: ChangeStrategy) {

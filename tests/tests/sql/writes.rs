@@ -2,21 +2,10 @@
 //! the table's strategy (merge-on-read writes deletion vectors), read back by DuckDB with
 //! the same rows; statements whose predicate does not reach the table are refused.
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::UInt64Type;
 use tarn_tests::python::read_with_duckdb;
 use tarn_tests::rows::{align, canonical_rows, row_count};
 
-use super::{run, sales, session};
-
-/// The `count` a changing statement returns.
-fn count(batches: &[RecordBatch]) -> u64 {
-    batches[0]
-        .column_by_name("count")
-        .unwrap()
-        .as_primitive::<UInt64Type>()
-        .value(0)
-}
+use super::{count, run, sales, session};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statements_commit_once_each_and_duckdb_reads_the_result() {

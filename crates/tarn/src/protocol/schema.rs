@@ -105,6 +105,16 @@ impl PrimitiveType {
         })
     }
 
+    /// Whether the min/max a file's statistics keep for this type are its values
+    /// exactly: integers, dates and decimals. Strings are truncated, floats and
+    /// timestamps may be rounded by other writers, so their bounds only bound.
+    pub(crate) fn keeps_exact_bounds(self) -> bool {
+        matches!(
+            self,
+            Self::Long | Self::Integer | Self::Short | Self::Byte | Self::Date | Self::Decimal(..)
+        )
+    }
+
     /// The Arrow type Tarn reads and writes this type as.
     pub fn to_arrow(self) -> ArrowType {
         match self {

@@ -120,15 +120,7 @@ fn from_log(
     column: &str,
     ty: PrimitiveType,
 ) -> Result<Option<Option<(Scalar, Scalar)>>> {
-    let exact = matches!(
-        ty,
-        PrimitiveType::Long
-            | PrimitiveType::Integer
-            | PrimitiveType::Short
-            | PrimitiveType::Byte
-            | PrimitiveType::Date
-            | PrimitiveType::Decimal(..)
-    );
+    let exact = ty.keeps_exact_bounds();
     let partition_only = ctx
         .predicate
         .as_ref()

@@ -8,7 +8,7 @@ use super::min_max::pick;
 use super::plan_stats::file_partition_values;
 use crate::error::Result;
 use crate::expr::{ColumnName, Scalar, StatsView};
-use crate::protocol::{DataType, PrimitiveType};
+use crate::protocol::DataType;
 use crate::snapshot::Snapshot;
 use crate::stats::{AnyStats, FileStatsView, column_infos};
 
@@ -99,14 +99,7 @@ impl Snapshot {
             .map(|(field, column)| {
                 let exact_type = matches!(
                     field.data_type,
-                    DataType::Primitive(
-                        PrimitiveType::Long
-                            | PrimitiveType::Integer
-                            | PrimitiveType::Short
-                            | PrimitiveType::Byte
-                            | PrimitiveType::Date
-                            | PrimitiveType::Decimal(..)
-                    )
+                    DataType::Primitive(ty) if ty.keeps_exact_bounds()
                 );
                 let (min, max) = match (column.bounded, column.bounds) {
                     (true, Some((min, max))) => (Some(min), Some(max)),

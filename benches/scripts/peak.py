@@ -1,0 +1,27 @@
+"""Peak resident memory of this process, for the peer scripts of `tarn-bench`.
+
+`reset_peak` starts the peak over (Linux: a child's `ru_maxrss` starts at its parent's
+size, so it cannot measure a step); `peak_mib` is the peak since, from VmHWM, or the
+whole process's peak where /proc is missing.
+"""
+
+import resource
+
+
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_mib() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
