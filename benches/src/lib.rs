@@ -16,8 +16,10 @@ pub mod queries;
 pub mod reads;
 pub mod registry;
 pub mod report;
+#[cfg(feature = "sql")]
+pub mod sql_overhead;
 pub mod streaming;
-#[cfg(feature = "tpcds")]
+#[cfg(feature = "sql")]
 pub mod tpcds;
 pub mod workloads;
 

@@ -5,7 +5,7 @@ use crate::report::Reporter;
 use crate::{Bench, BenchError, cdc, index, reads, streaming, workloads};
 
 /// Every workload, in the order `all` runs them. `stream-load` and `stream-merge` (100M
-/// rows at scale 1) run only by name.
+/// rows at scale 1) and `sql-overhead` run only by name.
 pub const ALL: [&str; 7] = [
     "load",
     "merge",
@@ -15,6 +15,11 @@ pub const ALL: [&str; 7] = [
     "reads",
     "index",
 ];
+
+/// What a build without the `sql` feature says when asked for a SQL workload.
+pub const WITHOUT_SQL: &str = "tarn-bench was built without the `sql` feature (DataFusion \
+    and the TPC-DS generator); run it with `cargo run --release -p tarn-bench --features sql \
+    -- ...`";
 
 /// Runs the workload called `name`.
 ///
@@ -30,6 +35,10 @@ pub async fn run(name: &str, bench: &Bench, reporter: &mut Reporter) -> Result<(
         "index" => index::index(bench, reporter).await,
         "stream-load" => streaming::stream_load(bench, reporter).await,
         "stream-merge" => streaming::stream_merge(bench, reporter).await,
+        #[cfg(feature = "sql")]
+        "sql-overhead" => crate::sql_overhead::sql_overhead(bench, reporter).await,
+        #[cfg(not(feature = "sql"))]
+        "sql-overhead" => Err(WITHOUT_SQL.into()),
         other => Err(format!("unknown workload {other:?}; one of {ALL:?}").into()),
     }
 }

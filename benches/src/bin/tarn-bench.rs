@@ -75,6 +75,10 @@ enum Command {
     /// a 256 MiB memory limit, under both strategies, with the process's peak memory:
     /// not part of `all`.
     StreamMerge,
+    /// The LHBench merge queries on a 10M-row table (at scale 1) through Tarn's own scan
+    /// and through SQL (`tarn-datafusion`), warm, alternating: what SQL costs over the
+    /// API. Needs the `sql` feature; not part of `all`.
+    SqlOverhead,
     /// Tarn and delta-rs side by side on the same generated input (local directory
     /// only): load, reads, the LHBench merge under both strategies, reads after it, and
     /// the CDC mix; medians, the ratio delta-rs / Tarn and peak memory per row. Installs
@@ -84,7 +88,7 @@ enum Command {
     /// tables (local directory only, kept between runs), DuckDB's 99 query texts run on
     /// Tarn (DataFusion), delta-rs (`QueryBuilder`) and DuckDB (delta extension) side by
     /// side, each Tarn answer checked against DuckDB's. Installs the Python peers on
-    /// first use; not part of `all`. Needs the `tpcds` feature (`--features tpcds`).
+    /// first use; not part of `all`. Needs the `sql` feature (`--features sql`).
     Tpcds {
         /// TPC-DS scale factor (1 is about 1 GB of raw data).
         #[arg(long, default_value_t = 1.0)]
@@ -144,6 +148,7 @@ async fn main() -> Result<(), BenchError> {
         Command::Index => vec!["index"],
         Command::StreamLoad => vec!["stream-load"],
         Command::StreamMerge => vec!["stream-merge"],
+        Command::SqlOverhead => vec!["sql-overhead"],
         Command::Compare => {
             let python = tarn_test_support::python::python();
             tarn_bench::compare::compare(&bench, python, &mut reporter).await?;
@@ -330,8 +335,8 @@ fn plot(dir: &std::path::Path, records: &[Record], profile: &str) -> Result<(), 
     Ok(())
 }
 
-/// `tarn-bench tpcds`, in a build with the `tpcds` feature.
-#[cfg(feature = "tpcds")]
+/// `tarn-bench tpcds`, in a build with the `sql` feature.
+#[cfg(feature = "sql")]
 async fn tpcds(
     url: &str,
     scale_factor: f64,
@@ -349,7 +354,7 @@ async fn tpcds(
 }
 
 /// `tarn-bench tpcds` in a build without DataFusion: says how to get one.
-#[cfg(not(feature = "tpcds"))]
+#[cfg(not(feature = "sql"))]
 async fn tpcds(
     _url: &str,
     _scale_factor: f64,
@@ -357,9 +362,5 @@ async fn tpcds(
     _queries: Vec<u32>,
     _reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
-    Err(
-        "tarn-bench was built without the `tpcds` feature (DataFusion and the TPC-DS \
-         generator); run `cargo run --release -p tarn-bench --features tpcds -- tpcds`"
-            .into(),
-    )
+    Err(tarn_bench::registry::WITHOUT_SQL.into())
 }
