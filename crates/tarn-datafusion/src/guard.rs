@@ -2,8 +2,9 @@
 //! plans them: DataFusion hands a table provider only the conditions on the table itself
 //! (`extract_dml_filters`), so a WHERE that joins other rows (`IN`, `EXISTS` or scalar
 //! subqueries, `UPDATE ... FROM`) would arrive with its other parts gone, and the
-//! statement would change more rows than it names. Such statements are refused while
-//! their plan still shows the subqueries; the provider refuses DELETE and UPDATE in
+//! statement would change more rows than it names. The same holds for a `LIMIT`
+//! (`DELETE ... LIMIT n` would delete every matching row). Such statements are refused
+//! while their plan still shows the subqueries or the limit; the provider refuses DELETE and UPDATE in
 //! sessions without this check ([`crate::register`] installs it).
 
 use datafusion::catalog::Session;
@@ -48,7 +49,18 @@ impl AnalyzerRule for DmlGuard {
                         .downcast_ref::<TarnTableProvider>()
                         .is_some()
                 });
-            if tarn && reaches_other_rows(&dml.input)? {
+            if !tarn {
+                return Ok(TreeNodeRecursion::Continue);
+            }
+            if let Some(node) = beyond_a_filter(&dml.input)? {
+                return plan_err!(
+                    "{statement} on the Tarn table {}: {node} is not supported (only the \
+                     WHERE conditions on the table reach it, so the rest would be dropped \
+                     and more rows changed than the statement names)",
+                    dml.table_name
+                );
+            }
+            if reaches_other_rows(&dml.input)? {
                 return plan_err!(
                     "{statement} on the Tarn table {}: a WHERE or SET with subqueries (IN, \
                      EXISTS, scalar) or other tables (UPDATE ... FROM) is not supported, \
@@ -61,6 +73,34 @@ impl AnalyzerRule for DmlGuard {
         })?;
         Ok(plan)
     }
+}
+
+/// The first node of a DML statement's input that is more than a scan of its table, a
+/// filter, a projection (UPDATE's SET) or an alias: a `LIMIT` (`DELETE ... LIMIT n`),
+/// a sort, an aggregate. DataFusion hands the provider only the filters, so such a node
+/// would be silently dropped.
+fn beyond_a_filter(input: &LogicalPlan) -> Result<Option<String>> {
+    let mut found = None;
+    input.apply(|node| {
+        match node {
+            LogicalPlan::Filter(_)
+            | LogicalPlan::TableScan(_)
+            | LogicalPlan::Projection(_)
+            | LogicalPlan::SubqueryAlias(_) => {}
+            // Subqueries and joins get their own message below.
+            LogicalPlan::Join(_) | LogicalPlan::Subquery(_) => {
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            LogicalPlan::Limit(_) => found = Some("LIMIT".to_string()),
+            other => found = Some(format!("a {} in its plan", other.display())),
+        }
+        Ok(if found.is_some() {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    })?;
+    Ok(found)
 }
 
 /// Whether a DML statement's input joins or looks up anything beyond its table.

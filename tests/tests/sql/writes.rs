@@ -109,6 +109,10 @@ async fn a_predicate_that_does_not_reach_the_table_is_refused_not_run_on_every_r
     assert!(err.contains("needs a WHERE clause"), "{err}");
     let err = refused("DELETE FROM t WHERE customer LIKE 'c%'").await;
     assert!(err.contains("no Tarn equivalent"), "{err}");
+    // DataFusion hands a provider the WHERE but not a LIMIT: run, it would delete every
+    // matching row.
+    let err = refused("DELETE FROM t WHERE id > 0 LIMIT 1").await;
+    assert!(err.contains("LIMIT is not supported"), "{err}");
     assert_eq!(provider.snapshot().version(), version, "nothing committed");
 
     // A session without Tarn's check refuses DELETE and UPDATE outright.
