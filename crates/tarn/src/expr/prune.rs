@@ -125,10 +125,21 @@ fn may_compare(c: &ColumnName, op: CmpOp, v: &Scalar, stats: &dyn StatsView) -> 
     let above_max = vs_max == Some(Ordering::Less) && !max_may_be_truncated_below;
     let at_or_above_max =
         matches!(vs_max, Some(Ordering::Less | Ordering::Equal)) && !max_may_be_truncated_below;
+    // Statistics leave NaN out, and rows compare in IEEE total order, where NaN lies above
+    // +inf (or, negative, below -inf): a file's NaN rows may meet any ordering or `<>`,
+    // so only an equality with a number can skip a file of floats.
+    if matches!(v, Scalar::Float(_) | Scalar::Double(_)) && op != CmpOp::Eq {
+        return true;
+    }
     match op {
         CmpOp::Eq => !(vs_min == Some(Ordering::Greater) || above_max),
-        // Skippable only when every value equals v: min = max = v.
-        CmpOp::NotEq => !(vs_min == Some(Ordering::Equal) && vs_max == Some(Ordering::Equal)),
+        // Skippable only when every value equals v: min = max = v, and the maximum is not
+        // a prefix of longer values.
+        CmpOp::NotEq => {
+            !(vs_min == Some(Ordering::Equal)
+                && vs_max == Some(Ordering::Equal)
+                && !max_may_be_truncated_below)
+        }
         CmpOp::Lt => !matches!(vs_min, Some(Ordering::Greater | Ordering::Equal)),
         CmpOp::LtEq => vs_min != Some(Ordering::Greater),
         CmpOp::Gt => !at_or_above_max,
@@ -233,6 +244,9 @@ mod tests {
         // "abcd" > "abc", but the true maximum may be "abcz...".
         assert!(may_match(&col("x").eq(lit("abcd")), &s));
         assert!(!may_match(&col("x").eq(lit("abd")), &s));
+        // min = max = "abc" may stand for longer values, which are not "abc".
+        assert!(may_match(&col("x").not_eq(lit("abc")), &s));
+        assert!(may_match(&col("x").not_in(["abc"]), &s));
         let t = Stats {
             min: Scalar::Timestamp(1_000),
             max: Scalar::Timestamp(1_000),
@@ -241,5 +255,33 @@ mod tests {
         };
         assert!(may_match(&col("t").eq(lit(Scalar::Timestamp(1_500))), &t));
         assert!(!may_match(&col("t").eq(lit(Scalar::Timestamp(2_000))), &t));
+    }
+
+    #[test]
+    fn floats_skip_only_on_equality_since_statistics_leave_nan_out() {
+        let s = Stats {
+            min: Scalar::Double(1.0),
+            max: Scalar::Double(5.0),
+            nulls: 0,
+            rows: 10,
+        };
+        let m = |e: Expr| may_match(&e, &s);
+        // A NaN row is above every number (a negative NaN below): it meets each of these.
+        assert!(m(col("f").gt(lit(5.0f64))));
+        assert!(m(col("f").gt_eq(lit(6.0f64))));
+        assert!(m(col("f").lt(lit(1.0f64))));
+        assert!(m(col("f").lt_eq(lit(0.0f64))));
+        assert!(m(col("f").gt(lit(5.0f64)).not()));
+        let one = Stats {
+            min: Scalar::Double(5.0),
+            max: Scalar::Double(5.0),
+            nulls: 0,
+            rows: 10,
+        };
+        assert!(may_match(&col("f").not_eq(lit(5.0f64)), &one));
+        // NaN equals no number.
+        assert!(!m(col("f").eq(lit(6.0f64))));
+        assert!(!m(col("f").eq(lit(0.5f64))));
+        assert!(m(col("f").eq(lit(3.0f64))));
     }
 }
