@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider, TableProviderFactory};
 use datafusion::common::{Result, plan_err};
 use datafusion::logical_expr::CreateExternalTable;
+use tarn::protocol::StructType;
 use tarn::{StoreOptions, Table};
 
 use crate::{TarnTableProvider, to_datafusion};
@@ -117,22 +118,25 @@ impl TableProviderFactory for TarnTableFactory {
         };
         as_of.load(&mut table).await.map_err(to_datafusion)?;
         if !columns.fields().is_empty() {
-            same_columns(location, columns, table.snapshot().arrow_schema())?;
+            same_columns(location, columns, table.snapshot().schema())?;
         }
         Ok(Arc::new(as_of.provider(table)))
     }
 }
 
-/// Fails unless the statement's columns are the table's, by name and type.
-fn same_columns(location: &str, given: &Schema, table: &Schema) -> Result<()> {
-    let names = |schema: &Schema| -> Vec<String> {
+/// Fails unless the statement's columns are the table's, by name and Delta type: the
+/// statement's SQL types are taken as Tarn would store them (DataFusion's `VARCHAR` is a
+/// string view, which Tarn stores as a string).
+fn same_columns(location: &str, given: &Schema, table: &StructType) -> Result<()> {
+    let given = StructType::try_from_arrow(given).map_err(to_datafusion)?;
+    let names = |schema: &StructType| -> Vec<String> {
         schema
-            .fields()
+            .fields
             .iter()
-            .map(|f| format!("{} {}", f.name(), f.data_type()))
+            .map(|f| format!("{} {}", f.name, f.data_type))
             .collect()
     };
-    let (given, table) = (names(given), names(table));
+    let (given, table) = (names(&given), names(table));
     match given == table {
         true => Ok(()),
         false => plan_err!(

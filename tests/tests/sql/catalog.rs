@@ -170,6 +170,19 @@ async fn create_external_table_opens_a_tarn_table_or_makes_one() {
     assert_eq!(table.snapshot().version(), 1);
     let theirs = read_with_duckdb(&fresh);
     assert_eq!(theirs.rows, 3);
+    // The same statement in another session opens the table: its VARCHAR columns (string
+    // views to DataFusion) are the table's strings.
+    let again = SessionContext::new();
+    tarn_datafusion::register(&again);
+    run(
+        &again,
+        &format!(
+            "CREATE EXTERNAL TABLE fresh (id BIGINT NOT NULL, name VARCHAR, country VARCHAR) \
+             STORED AS TARN PARTITIONED BY (country) LOCATION '{location}'"
+        ),
+    )
+    .await;
+    assert_eq!(row_count(&run(&again, "SELECT * FROM fresh").await), 3);
 
     let err = error(
         &ctx,
