@@ -152,14 +152,11 @@ async fn create_external_table_opens_a_tarn_table_or_makes_one() {
     // With columns and no table there, the statement makes one.
     let fresh = dir.path().join("fresh");
     let location = fresh.to_str().unwrap();
-    run(
-        &ctx,
-        &format!(
-            "CREATE EXTERNAL TABLE fresh (id BIGINT NOT NULL, name VARCHAR, country VARCHAR) \
-             STORED AS TARN PARTITIONED BY (country) LOCATION '{location}'"
-        ),
-    )
-    .await;
+    let create_fresh = format!(
+        "CREATE EXTERNAL TABLE fresh (id BIGINT NOT NULL, name VARCHAR, country VARCHAR) \
+         STORED AS TARN PARTITIONED BY (country) LOCATION '{location}'"
+    );
+    run(&ctx, &create_fresh).await;
     run(
         &ctx,
         "INSERT INTO fresh VALUES (1, 'a', 'NL'), (2, 'b', 'FR'), (3, NULL, 'NL')",
@@ -174,14 +171,7 @@ async fn create_external_table_opens_a_tarn_table_or_makes_one() {
     // views to DataFusion) are the table's strings.
     let again = SessionContext::new();
     tarn_datafusion::register(&again);
-    run(
-        &again,
-        &format!(
-            "CREATE EXTERNAL TABLE fresh (id BIGINT NOT NULL, name VARCHAR, country VARCHAR) \
-             STORED AS TARN PARTITIONED BY (country) LOCATION '{location}'"
-        ),
-    )
-    .await;
+    run(&again, &create_fresh).await;
     assert_eq!(row_count(&run(&again, "SELECT * FROM fresh").await), 3);
 
     let err = error(
