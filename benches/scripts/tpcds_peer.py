@@ -11,6 +11,12 @@ Usage:
     tpcds_peer.py deltars ROOT OUT_DIR RUNS
         The same with delta-rs (`deltalake`'s QueryBuilder: DataFusion over delta-rs),
         tables registered once before the queries, as a user would.
+    tpcds_peer.py refresh ROOT SOURCES
+        LHBench's refresh with delta-rs: for each entry of SOURCES/merges.json, merges
+        the Delta table SOURCES/<table> into ROOT/<table> on its keys (an `op` column of `D`
+        deletes the match, other matches update the `set` column, unmatched rows are
+        inserted). Prints one JSON line per table: {"table", "ms", "rows", "peak_rss_mib"},
+        rows being the target rows updated, deleted and inserted.
 
 Each peer's address space is capped at TPCDS_PEER_MEMORY_GIB (default 16) GiB, so a query
 that would exhaust the machine fails instead. A last argument AFTER_NR runs only the queries numbered above it (the harness restarts a
@@ -74,8 +80,39 @@ def timed(run, runs: int, nr: int):
         print(json.dumps({"nr": nr, "ms": [], "rows": None, "error": str(e)[:300]}), flush=True)
 
 
+def refresh(root: str, sources: str):
+    from deltalake import DeltaTable
+
+    with open(os.path.join(sources, "merges.json")) as f:
+        merges = json.load(f)
+    for m in merges:
+        table = m["table"]
+        # The source is read and the table opened before the clock starts.
+        source = DeltaTable(os.path.join(sources, table)).to_pyarrow_table()
+        dt = DeltaTable(os.path.join(root, table))
+        on = " AND ".join(f"t.{k} = s.{k}" for k in m["keys"])
+        reset_peak()
+        start = time.perf_counter()
+        metrics = (
+            dt.merge(source, on, source_alias="s", target_alias="t")
+            .when_matched_delete(predicate="s.op = 'D'")
+            .when_matched_update(updates={m["set"]: f"s.{m['set']}"})
+            .when_not_matched_insert(updates={c: f"s.{c}" for c in m["columns"]})
+            .execute()
+        )
+        ms = (time.perf_counter() - start) * 1000.0
+        rows = sum(
+            metrics.get(k) or 0
+            for k in ("num_target_rows_updated", "num_target_rows_deleted", "num_target_rows_inserted")
+        )
+        print(json.dumps({"table": table, "ms": ms, "rows": rows, "peak_rss_mib": peak_mib()}), flush=True)
+
+
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "refresh" and len(sys.argv) == 4:
+        refresh(sys.argv[2], sys.argv[3])
+        return 0
     if mode == "queries" and len(sys.argv) == 3:
         con = duckdb_connection()
         listed = con.execute("SELECT query_nr, query FROM tpcds_queries() ORDER BY query_nr").fetchall()

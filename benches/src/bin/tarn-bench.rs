@@ -87,8 +87,9 @@ enum Command {
     /// TPC-DS through SQL: the data generated at `--scale-factor` and loaded into Tarn
     /// tables (local directory only, kept between runs), DuckDB's 99 query texts run on
     /// Tarn (DataFusion), delta-rs (`QueryBuilder`) and DuckDB (delta extension) side by
-    /// side, each Tarn answer checked against DuckDB's. Installs the Python peers on
-    /// first use; not part of `all`. Needs the `sql` feature (`--features sql`).
+    /// side, each Tarn answer checked against DuckDB's; then LHBench's refresh and the
+    /// queries again. Installs the Python peers on first use; not part of `all`. Needs
+    /// the `sql` feature (`--features sql`).
     Tpcds {
         /// TPC-DS scale factor (1 is about 1 GB of raw data).
         #[arg(long, default_value_t = 1.0)]
@@ -96,6 +97,10 @@ enum Command {
         /// Only these query numbers (comma-separated; all 99 by default).
         #[arg(long, value_delimiter = ',')]
         queries: Vec<u32>,
+        /// Skip LHBench's refresh (merges into store_sales and store_returns under
+        /// copy-on-write and merge-on-read) and the queries run again after it.
+        #[arg(long)]
+        no_refresh: bool,
     },
     /// One measured step of `compare` on Tarn, in this process (what `compare` runs).
     #[command(hide = true)]
@@ -157,8 +162,18 @@ async fn main() -> Result<(), BenchError> {
         Command::Tpcds {
             scale_factor,
             queries,
+            no_refresh,
         } => {
-            tpcds(&cli.url, scale_factor, bench.runs, queries, &mut reporter).await?;
+            let refresh = !no_refresh;
+            tpcds(
+                &cli.url,
+                scale_factor,
+                bench.runs,
+                queries,
+                refresh,
+                &mut reporter,
+            )
+            .await?;
             vec![]
         }
         Command::Step { .. } => vec![],
@@ -342,6 +357,7 @@ async fn tpcds(
     scale_factor: f64,
     runs: usize,
     queries: Vec<u32>,
+    refresh: bool,
     reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
     let options = tarn_bench::tpcds::Tpcds {
@@ -349,6 +365,7 @@ async fn tpcds(
         scale_factor,
         runs,
         queries,
+        refresh,
     };
     tarn_bench::tpcds::tpcds(&options, reporter).await
 }
@@ -360,6 +377,7 @@ async fn tpcds(
     _scale_factor: f64,
     _runs: usize,
     _queries: Vec<u32>,
+    _refresh: bool,
     _reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
     Err(tarn_bench::registry::WITHOUT_SQL.into())

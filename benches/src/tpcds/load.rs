@@ -125,3 +125,32 @@ pub async fn load(root: &Path, scale_factor: f64) -> Result<Loaded, BenchError> 
     std::fs::write(&marker, scale_factor.to_string())?;
     Ok(loaded)
 }
+
+/// A copy of every table under `tables` at `to`: data files hard-linked (no engine
+/// rewrites a data file in place), logs copied so each copy's log is its own.
+///
+/// Fails when a file cannot be linked or copied (the copy must be on the same file
+/// system).
+pub fn link(tables: &Path, to: &Path) -> std::io::Result<()> {
+    for (name, _) in TABLES {
+        link_tree(&tables.join(name), &to.join(name), false)?;
+    }
+    Ok(())
+}
+
+fn link_tree(from: &Path, to: &Path, in_log: bool) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            let log = in_log || entry.file_name() == "_delta_log";
+            link_tree(&entry.path(), &target, log)?;
+        } else if in_log {
+            std::fs::copy(entry.path(), target)?;
+        } else {
+            std::fs::hard_link(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}

@@ -4,12 +4,18 @@
 //!
 //! The data comes from `tpcdsgen-arrow` at the scale factor asked (`load`), written by
 //! Tarn with LHBench's partitioning; the queries are DuckDB's `tpcds_queries()` text,
-//! run as written. Tarn runs in this process (tables opened and registered once, before
+//! run as written, and one query of the bench's own ([`selective`]: one customer's sales,
+//! which Tarn answers through an index). Tarn runs in this process (tables opened and registered once, before
 //! the clock starts); each peer runs in a process of its own
 //! (`benches/scripts/tpcds_peer.py`), registering its tables once too. A query an
 //! engine cannot plan or run is reported with its error, not counted in the totals.
+//! Then [`refresh`] replays LHBench's refresh and runs the queries again; [`chart`] draws
+//! the cumulative times.
 
+mod chart;
 pub mod load;
+mod refresh;
+mod selective;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +27,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::Deserialize;
 use tarn::Table;
 use tarn_datafusion::TarnTableProvider;
-use tarn_store::{CountingStore, RequestCounts};
+use tarn_store::{CountingStore, RequestCounter, RequestCounts};
 
 use crate::answers;
 use crate::report::{Record, Reporter};
@@ -38,13 +44,28 @@ pub struct Tpcds {
     pub runs: usize,
     /// Only these query numbers (all 99 when empty).
     pub queries: Vec<u32>,
+    /// Whether to replay LHBench's refresh and run the queries again after it.
+    pub refresh: bool,
 }
 
-/// One TPC-DS query.
+/// One query: a TPC-DS one, or the bench's own selective query (numbered past 99, with
+/// a label).
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 struct Query {
     nr: u32,
     sql: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
+}
+
+impl Query {
+    /// How tables name the query: `q7`, or `q100 (label)`.
+    fn name(&self) -> String {
+        match &self.label {
+            Some(label) => format!("q{} ({label})", self.nr),
+            None => format!("q{}", self.nr),
+        }
+    }
 }
 
 /// What one engine did with one query.
@@ -121,22 +142,38 @@ pub async fn tpcds(options: &Tpcds, reporter: &mut Reporter) -> Result<(), Bench
         )?;
     }
 
+    // Tarn's copy of the tables, which carries its index.
+    let tarn_tables = root.join("tarn");
+    let _ = std::fs::remove_dir_all(&tarn_tables);
+    load::link(&tables, &tarn_tables)?;
+    let seconds = selective::create_index(&tarn_tables).await?;
+    println!("  index on store_sales.ss_customer_sk in {seconds:.1} s");
+    reporter.push(Record::new(
+        "tpcds",
+        "index store_sales.ss_customer_sk",
+        Summary::of(&[Sample {
+            elapsed: Duration::from_secs_f64(seconds),
+            counts: RequestCounts::default(),
+        }]),
+    ))?;
+
     let duckdb = tarn_test_support::duckdb::python();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/tpcds_peer.py");
+    let script = script();
     peer(duckdb, &script, &["queries", path(&out)?]).await?;
     let queries_file = out.join("queries.json");
     let mut queries: Vec<Query> = serde_json::from_slice(&std::fs::read(&queries_file)?)?;
+    queries.push(selective::query());
     if !options.queries.is_empty() {
         queries.retain(|q| options.queries.contains(&q.nr));
-        std::fs::write(&queries_file, serde_json::to_vec(&queries)?)?;
     }
+    std::fs::write(&queries_file, serde_json::to_vec(&queries)?)?;
     let runs = options.runs.max(1).to_string();
 
     println!(
         "Tarn (DataFusion over Tarn tables): {} queries",
         queries.len()
     );
-    let (tarn, answers) = run_tarn(&tables, &queries, options.runs.max(1)).await?;
+    let (tarn, answers) = run_tarn("Tarn", &tarn_tables, &queries, options.runs.max(1)).await?;
     println!("DuckDB (delta extension)");
     let args = [path(&tables)?, path(&out)?, &runs];
     let duck = peer_runs("DuckDB", duckdb, &script, "duckdb", &args, &queries).await?;
@@ -145,12 +182,47 @@ pub async fn tpcds(options: &Tpcds, reporter: &mut Reporter) -> Result<(), Bench
     let deltars = peer_runs("delta-rs", python, &script, "deltars", &args, &queries).await?;
 
     let checks = check_answers(&queries, &answers, &out.join("duckdb"));
-    report(&queries, [&tarn, &deltars, &duck], &checks, reporter)?;
+    report(
+        &queries,
+        &[(&tarn, Some(&checks)), (&deltars, None), (&duck, None)],
+        "",
+        reporter,
+    )?;
     let table = markdown(&queries, [&tarn, &deltars, &duck], &checks);
     println!("\n{table}");
     std::fs::write(out.join("tpcds.md"), &table)?;
     println!("written to {}", out.join("tpcds.md").display());
+    chart::cumulative(
+        &out.join("tpcds.svg"),
+        &format!(
+            "TPC-DS at scale factor {}: cumulative query time",
+            options.scale_factor
+        ),
+        &queries,
+        &[("Tarn", &tarn), ("delta-rs", &deltars), ("DuckDB", &duck)],
+    )?;
+    if options.refresh {
+        let before = refresh::Before {
+            tarn: &tarn,
+            deltars: &deltars,
+        };
+        refresh::refresh(
+            &root,
+            &tables,
+            &tarn_tables,
+            &queries,
+            options.runs.max(1),
+            before,
+            reporter,
+        )
+        .await?;
+    }
     Ok(())
+}
+
+/// The peers' script.
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/tpcds_peer.py")
 }
 
 fn path(p: &Path) -> Result<&str, BenchError> {
@@ -259,13 +331,9 @@ fn engine_runs(name: &'static str, stdout: &str) -> Result<EngineRuns, BenchErro
     })
 }
 
-/// Runs every query on Tarn tables through DataFusion, `runs` times, counting the
-/// object-store requests; returns the runs and the first run's answers.
-async fn run_tarn(
-    tables: &Path,
-    queries: &[Query],
-    runs: usize,
-) -> Result<(EngineRuns, BTreeMap<u32, Vec<RecordBatch>>), BenchError> {
+/// A session with every TPC-DS table under `tables` registered as a Tarn table, all
+/// reading through one request counter.
+async fn context(tables: &Path) -> Result<(SessionContext, RequestCounter), BenchError> {
     let ctx = SessionContext::new_with_config(SessionConfig::new());
     tarn_datafusion::register(&ctx);
     let mut counting: Option<Arc<CountingStore>> = None;
@@ -277,7 +345,19 @@ async fn run_tarn(
         let table = Table::open_at(location.with_store(Arc::clone(store) as _)).await?;
         ctx.register_table(name, Arc::new(TarnTableProvider::new(table)))?;
     }
-    let counter = counting.ok_or("no TPC-DS tables")?.counter();
+    Ok((ctx, counting.ok_or("no TPC-DS tables")?.counter()))
+}
+
+/// Runs every query on the Tarn tables under `tables` through DataFusion, `runs` times,
+/// counting the object-store requests; returns the runs (as engine `name`) and the first
+/// run's answers.
+async fn run_tarn(
+    name: &'static str,
+    tables: &Path,
+    queries: &[Query],
+    runs: usize,
+) -> Result<(EngineRuns, BTreeMap<u32, Vec<RecordBatch>>), BenchError> {
+    let (ctx, counter) = context(tables).await?;
     memory::reset_peak();
     let mut results = BTreeMap::new();
     let mut answers = BTreeMap::new();
@@ -316,7 +396,7 @@ async fn run_tarn(
     let peak_mib = memory::peak_rss() as f64 / (1 << 20) as f64;
     Ok((
         EngineRuns {
-            name: "Tarn",
+            name,
             runs: results,
             peak_mib,
         },
@@ -372,30 +452,35 @@ fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, BenchError> {
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
 
-/// One JSON record per engine and query.
+/// One JSON record per engine and query; `phase` names when the queries ran (empty for
+/// the first run, " after refresh" after it), and an engine given checks records whether
+/// each answer was the same as DuckDB's.
 fn report(
     queries: &[Query],
-    engines: [&EngineRuns; 3],
-    checks: &BTreeMap<u32, Check>,
+    engines: &[(&EngineRuns, Option<&BTreeMap<u32, Check>>)],
+    phase: &str,
     reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
     for query in queries {
-        for engine in engines {
+        for (engine, checks) in engines {
             let Some(run) = engine.runs.get(&query.nr) else {
                 continue;
             };
             let Some(summary) = run.summary() else {
                 continue;
             };
-            let mut record =
-                Record::new("tpcds", format!("q{} {}", query.nr, engine.name), summary)
-                    .field("engine", engine.name)
-                    .field("query", query.nr)
-                    .field("peak_rss_mib", engine.peak_mib);
+            let mut record = Record::new(
+                "tpcds",
+                format!("q{} {}{phase}", query.nr, engine.name),
+                summary,
+            )
+            .field("engine", engine.name)
+            .field("query", query.nr)
+            .field("peak_rss_mib", engine.peak_mib);
             if let Some(rows) = run.rows {
                 record = record.field("rows", rows);
             }
-            if engine.name == "Tarn" {
+            if let Some(checks) = checks {
                 let check = checks.get(&query.nr).copied().unwrap_or(Check::Missing);
                 record = record.field("answer", format!("{check:?}").to_lowercase());
             }
@@ -445,8 +530,8 @@ fn markdown(queries: &[Query], engines: [&EngineRuns; 3], checks: &BTreeMap<u32,
             _ => "-",
         };
         out.push_str(&format!(
-            "| q{} | {} | {} | {} | {ratio} | {check} |\n",
-            query.nr,
+            "| {} | {} | {} | {} | {ratio} | {check} |\n",
+            query.name(),
             cell(t),
             cell(d),
             cell(k)
