@@ -87,7 +87,8 @@ def refresh(root: str, sources: str):
         merges = json.load(f)
     for m in merges:
         table = m["table"]
-        # The source is read and the table opened before the clock starts.
+        # The source is read and the table opened before the clock starts. The merge
+        # runs with delta-rs's defaults (streamed source), as a user's first call would.
         source = DeltaTable(os.path.join(sources, table)).to_pyarrow_table()
         dt = DeltaTable(os.path.join(root, table))
         on = " AND ".join(f"t.{k} = s.{k}" for k in m["keys"])
@@ -108,9 +109,16 @@ def refresh(root: str, sources: str):
         print(json.dumps({"table": table, "ms": ms, "rows": rows, "peak_rss_mib": peak_mib()}), flush=True)
 
 
+def cap_memory():
+    """Past this address space a peer fails rather than take the machine down."""
+    limit = int(float(os.environ.get("TPCDS_PEER_MEMORY_GIB", "16")) * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "refresh" and len(sys.argv) == 4:
+        cap_memory()
         refresh(sys.argv[2], sys.argv[3])
         return 0
     if mode == "queries" and len(sys.argv) == 3:
@@ -124,9 +132,7 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     root, out_dir, runs = sys.argv[2], sys.argv[3], int(sys.argv[4])
-    # Past this address space a peer fails its query rather than take the machine down.
-    limit = int(float(os.environ.get("TPCDS_PEER_MEMORY_GIB", "16")) * (1 << 30))
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    cap_memory()
     after = int(sys.argv[5]) if len(sys.argv) == 6 else 0
     reset_peak()
     if mode == "duckdb":

@@ -126,8 +126,10 @@ pub async fn load(root: &Path, scale_factor: f64) -> Result<Loaded, BenchError> 
     Ok(loaded)
 }
 
-/// A copy of every table under `tables` at `to`: data files hard-linked (no engine
-/// rewrites a data file in place), logs copied so each copy's log is its own.
+/// A copy of every table under `tables` at `to`: data files hard-linked, logs copied so
+/// each copy's log is its own. Links are safe because the engines' local stores
+/// (object_store's) write an object to a temporary file and rename it: a shared file
+/// is never changed.
 ///
 /// Fails when a file cannot be linked or copied (the copy must be on the same file
 /// system).

@@ -50,9 +50,11 @@ const MERGES: [Merge; 2] = [
     },
 ];
 
-/// The three copies the refresh writes to.
+/// Tarn's copy refreshed under copy-on-write.
 const TARN_COW: &str = "tarn-cow";
+/// Tarn's copy refreshed under merge-on-read.
 const TARN_MOR: &str = "tarn-mor";
+/// delta-rs's copy.
 const DELTARS: &str = "deltars";
 
 /// What one engine's merge did to one table.
@@ -90,7 +92,12 @@ pub(super) async fn refresh(
     reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
     let dir = root.join("refresh");
-    let _ = std::fs::remove_dir_all(&dir);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("removing the last refresh at {}: {e}", dir.display()).into());
+        }
+        _ => {}
+    }
     let out = dir.join("out");
     let sources = out.join("sources");
     std::fs::create_dir_all(&sources)?;
@@ -122,10 +129,14 @@ pub(super) async fn refresh(
     let deltars = stdout
         .lines()
         .filter(|l| l.starts_with('{'))
-        .map(serde_json::from_str)
+        .map(|line| {
+            serde_json::from_str(line)
+                .map_err(|e| format!("delta-rs refresh printed {line:?}: {e}"))
+        })
         .collect::<Result<Vec<Merged>, _>>()?;
     merges.push(("delta-rs", deltars));
     same_rows(&merges)?;
+    same_tables(&dir).await?;
     for (engine, merged) in &merges {
         for m in merged {
             println!("  {engine}: {} {} rows in {:.0} ms", m.table, m.rows, m.ms);
@@ -203,8 +214,8 @@ pub(super) async fn refresh(
 /// Writes each merge's source as the Tarn table `sources/<table>`, and `sources/merges.json`
 /// saying how to apply it (the delta-rs peer reads both). A source holds, by ticket
 /// number: updates (ticket % 100 = 1, quantity + 1), deletes (ticket % 1000 = 2) and
-/// inserts (the rows of ticket % 100 = 3 under a ticket number no row has), marked by an
-/// `op` column of `U`, `D` or `I`.
+/// inserts (the rows of ticket % 100 = 3 under their ticket plus the largest ticket, so
+/// no row has it), marked by an `op` column of `U`, `D` or `I`.
 async fn write_sources(tables: &Path, sources: &Path) -> Result<(), BenchError> {
     let (ctx, _) = context(tables).await?;
     let mut specs = Vec::new();
@@ -234,7 +245,10 @@ async fn write_sources(tables: &Path, sources: &Path) -> Result<(), BenchError> 
              UNION ALL SELECT {}, 'I' AS op FROM {t} WHERE {ticket} % 100 = 3",
             select(quantity, format!("CAST({quantity} + 1 AS INT)")),
             columns.join(", "),
-            select(ticket, format!("{ticket} + 1000000000")),
+            select(
+                ticket,
+                format!("{ticket} + (SELECT MAX({ticket}) FROM {t})")
+            ),
         );
         let frame = ctx.sql(&sql).await?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
@@ -343,6 +357,31 @@ fn same_rows(merges: &[(&str, Vec<Merged>)]) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// Fails unless the three refreshed copies hold the same rows by a fingerprint of each
+/// refreshed table (rows, and the sums of the updated column, the tickets and the
+/// items), read by Tarn: a merge that updated the rows it should delete would change as
+/// many rows as one that deleted them, but not leave the same sums.
+async fn same_tables(dir: &Path) -> Result<(), BenchError> {
+    for m in &MERGES {
+        let (t, quantity, ticket, item) = (m.table, m.quantity, m.ticket, m.item);
+        let sql = format!("SELECT COUNT(*), SUM({quantity}), SUM({ticket}), SUM({item}) FROM {t}");
+        let mut seen: Vec<(&str, String)> = Vec::new();
+        for copy in [TARN_COW, TARN_MOR, DELTARS] {
+            let table = Table::open(path(&dir.join(copy).join(t))?).await?;
+            let ctx = datafusion::prelude::SessionContext::new();
+            ctx.register_table(t, Arc::new(TarnTableProvider::new(table)))?;
+            let batches = execute(&ctx, &sql).await?;
+            let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+            seen.push((copy, text));
+        }
+        if seen.iter().any(|(_, text)| *text != seen[0].1) {
+            return Err(format!("the refreshed copies of {t} differ: {seen:?}").into());
+        }
+    }
+    Ok(())
+}
+
+/// One JSON record per engine and merge.
 fn report_merges(
     merges: &[(&str, Vec<Merged>)],
     reporter: &mut Reporter,
@@ -369,6 +408,7 @@ fn report_merges(
     Ok(())
 }
 
+/// The merges' table: time, rows changed and peak memory per engine and table.
 fn merges_markdown(merges: &[(&str, Vec<Merged>)]) -> String {
     let mut out = String::from(
         "| merge | engine | rows changed | ms | peak MiB |\n| --- | --- | ---: | ---: | ---: |\n",
