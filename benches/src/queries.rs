@@ -58,6 +58,18 @@ impl Query {
         }
     }
 
+    /// The query as a statement over a table named `t`, as the SQL engines run it.
+    pub fn statement(self) -> &'static str {
+        match self {
+            Query::Count | Query::CountSales => "SELECT COUNT(*) FROM t",
+            Query::CountKeyNotNull => "SELECT COUNT(*) FROM t WHERE key IS NOT NULL",
+            Query::SumKey => "SELECT SUM(key) FROM t",
+            Query::SumValue => "SELECT SUM(value) FROM t",
+            Query::SumValue2 => "SELECT SUM(CAST(value2 AS DOUBLE)) FROM t",
+            Query::SumNetPaid => "SELECT SUM(net_paid) FROM t",
+        }
+    }
+
     fn column(self) -> &'static str {
         match self {
             Query::Count | Query::CountKeyNotNull | Query::SumKey => "key",

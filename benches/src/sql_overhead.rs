@@ -12,24 +12,13 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use tarn::Table;
 use tarn_datafusion::TarnTableProvider;
 
-use crate::queries::{MERGE_QUERIES, Query};
+use crate::queries::MERGE_QUERIES;
 use crate::report::{Record, Reporter};
 use crate::workloads::{create, settle};
 use crate::{Bench, BenchError, Sample, Summary, r#gen, sample};
 
 /// Rows of the table at scale 1.
 const ROWS: u64 = 10_000_000;
-
-/// `query` as a SQL statement over the table registered as `t`.
-fn statement(query: Query) -> &'static str {
-    match query {
-        Query::Count | Query::CountSales => "SELECT COUNT(*) FROM t",
-        Query::CountKeyNotNull => "SELECT COUNT(*) FROM t WHERE key IS NOT NULL",
-        Query::SumKey => "SELECT SUM(key) FROM t",
-        Query::SumValue | Query::SumNetPaid => "SELECT SUM(value) FROM t",
-        Query::SumValue2 => "SELECT SUM(CAST(value2 AS DOUBLE)) FROM t",
-    }
-}
 
 /// The single value `sql` returns, as a double.
 async fn sql_value(ctx: &SessionContext, sql: &str) -> Result<f64, BenchError> {
@@ -72,7 +61,7 @@ pub async fn sql_overhead(bench: &Bench, reporter: &mut Reporter) -> Result<(), 
     ctx.register_table("t", Arc::new(provider))?;
 
     for query in MERGE_QUERIES {
-        let sql = statement(query);
+        let sql = query.statement();
         // One untimed run each, so both paths start warm (the OS cache holds the files).
         let expected = query.run(api.snapshot()).await?;
         let answered = sql_value(&ctx, sql).await?;

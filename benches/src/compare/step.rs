@@ -1,0 +1,130 @@
+//! Tarn's half of `compare`'s steps: each runs in a process of its own (`tarn-bench
+//! step ...`), as `deltars_step.py` and `duckdb_step.py` do for the peers.
+
+use std::path::Path;
+
+use arrow::array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use tarn::{ChangeStrategy, Table};
+
+use crate::queries::MERGE_QUERIES;
+use crate::{BenchError, memory};
+
+/// Runs one of Tarn's steps in this process and returns its report: the other half of
+/// `deltars_step.py`. `args` are `load INPUT TABLE`, `append TABLE INPUT`,
+/// `merge cow|mor TABLE SOURCE`, `query TABLE` or `open TABLE` (a cold open and the list of
+/// its files).
+///
+/// Fails on unknown arguments, unreadable input, or when Tarn fails.
+pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
+    let arg = |i: usize| -> Result<&str, BenchError> {
+        args.get(i)
+            .map(String::as_str)
+            .ok_or_else(|| format!("step {args:?}: missing argument {i}").into())
+    };
+    let timed_start = || {
+        memory::reset_peak();
+        std::time::Instant::now()
+    };
+    let peak = || memory::peak_rss() as f64 / (1024.0 * 1024.0);
+    match arg(0)? {
+        "load" => {
+            let batches = read_parquet(Path::new(arg(1)?))?;
+            let schema = batches.first().ok_or("empty input")?.schema();
+            let started = timed_start();
+            let mut table = Table::create_at(tarn_store::open(arg(2)?)?)
+                .with_arrow_schema(&schema)
+                .with_property("delta.enableDeletionVectors", "true")
+                .execute()
+                .await?;
+            let outcome = table.write(batches).execute().await?;
+            if let Some(checkpoint) = outcome.commit.checkpoint {
+                checkpoint.wait().await?;
+            }
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "rows": outcome.rows_written,
+            }))
+        }
+        "append" => {
+            let mut table = Table::open(arg(1)?).await?;
+            let batches = read_parquet(Path::new(arg(2)?))?;
+            let started = timed_start();
+            let outcome = table.write(batches).execute().await?;
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "rows": outcome.rows_written,
+            }))
+        }
+        "merge" => {
+            let strategy = match arg(1)? {
+                "cow" => ChangeStrategy::CopyOnWrite,
+                "mor" => ChangeStrategy::MergeOnRead,
+                other => return Err(format!("merge strategy {other:?}: cow or mor").into()),
+            };
+            let mut table = Table::open(arg(2)?).await?;
+            let source = read_parquet(Path::new(arg(3)?))?;
+            let started = timed_start();
+            let outcome = crate::workloads::upsert(&mut table, source, strategy).await?;
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "updated": outcome.metrics.rows_updated,
+                "inserted": outcome.metrics.rows_inserted,
+            }))
+        }
+        "query" => {
+            let table = Table::open(arg(1)?).await?;
+            let snapshot = table.snapshot();
+            let started = timed_start();
+            let mut queries = Vec::new();
+            for q in MERGE_QUERIES {
+                let t0 = std::time::Instant::now();
+                let value = q.run(snapshot).await?;
+                queries.push(serde_json::json!({
+                    "query": q.sql(),
+                    "ms": t0.elapsed().as_secs_f64() * 1e3,
+                    "value": value,
+                }));
+            }
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "queries": queries,
+            }))
+        }
+        "open" => {
+            // Cold: a fresh process, nothing read before the clock starts.
+            let location = tarn_store::open(arg(1)?)?;
+            let started = timed_start();
+            let snapshot = tarn::Snapshot::builder(location).build().await?;
+            let files = snapshot.files().len();
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "files": files,
+            }))
+        }
+        other => Err(format!("unknown step {other:?}: load, append, merge, query or open").into()),
+    }
+}
+
+pub(super) fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, BenchError> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+    Ok(reader.collect::<Result<Vec<_>, _>>()?)
+}
+
+pub(super) fn write_parquet(path: &Path, batches: &[RecordBatch]) -> Result<u64, BenchError> {
+    let first = batches.first().ok_or("nothing to write")?;
+    let file = std::fs::File::create(path)?;
+    let mut writer = ArrowWriter::try_new(file, first.schema(), None)?;
+    for b in batches {
+        writer.write(b)?;
+    }
+    writer.close()?;
+    Ok(std::fs::metadata(path)?.len())
+}
