@@ -1,6 +1,6 @@
 //! The `sql-overhead` workload: the LHBench merge queries on one table through Tarn's
-//! own scan ([`Query::run`]) and through SQL (`tarn-datafusion`'s provider in a
-//! DataFusion session), warm, in alternating order, so the ratio is what SQL costs over
+//! own scan ([`Query::run`](crate::queries::Query::run)) and through SQL
+//! (`tarn-datafusion`'s provider in a DataFusion session), warm, in alternating order, so the ratio is what SQL costs over
 //! the API on the same files. Each SQL answer must equal the API's.
 
 use std::sync::Arc;

@@ -4,12 +4,12 @@
 //!
 //! The data comes from `tpcdsgen-arrow` at the scale factor asked (`load`), written by
 //! Tarn with LHBench's partitioning; the queries are DuckDB's `tpcds_queries()` text,
-//! run as written, and one query of the bench's own ([`selective`]: one customer's sales,
+//! run as written, and one query of the bench's own (`selective`: one customer's sales,
 //! which Tarn answers through an index). Tarn runs in this process (tables opened and registered once, before
 //! the clock starts); each peer runs in a process of its own
 //! (`benches/scripts/tpcds_peer.py`), registering its tables once too. A query an
 //! engine cannot plan or run is reported with its error, not counted in the totals.
-//! Then [`refresh`] replays LHBench's refresh and runs the queries again; [`chart`] draws
+//! Then `refresh` replays LHBench's refresh and runs the queries again; `chart` draws
 //! the cumulative times.
 
 mod chart;
