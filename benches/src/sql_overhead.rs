@@ -1,7 +1,8 @@
 //! The `sql-overhead` workload: the LHBench merge queries on one table through Tarn's
 //! own scan ([`Query::run`](crate::queries::Query::run)) and through SQL
-//! (`tarn-datafusion`'s provider in a DataFusion session), warm, in alternating order, so the ratio is what SQL costs over
-//! the API on the same files. Each SQL answer must equal the API's.
+//! (`tarn-datafusion`'s provider in a DataFusion session), warm, in alternating order,
+//! so the ratio is what SQL costs over the API on the same files. Each SQL answer must
+//! equal the API's.
 
 use std::sync::Arc;
 
