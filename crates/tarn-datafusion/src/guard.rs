@@ -4,8 +4,8 @@
 //! subqueries, `UPDATE ... FROM`) would arrive with its other parts gone, and the
 //! statement would change more rows than it names. The same holds for a `LIMIT`
 //! (`DELETE ... LIMIT n` would delete every matching row). Such statements are refused
-//! while their plan still shows the subqueries or the limit; the provider refuses DELETE and UPDATE in
-//! sessions without this check ([`crate::register`] installs it).
+//! while their plan still shows the subqueries or the limit; the provider refuses DELETE
+//! and UPDATE in sessions without this check ([`crate::register`] installs it).
 
 use datafusion::catalog::Session;
 use datafusion::catalog::default_table_source::DefaultTableSource;
