@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{AsArray, RecordBatchIterator};
 use arrow::datatypes::UInt64Type;
+use datafusion::prelude::SessionContext;
 use tarn::Table;
 use tarn_datafusion::TarnTableProvider;
 use tarn_store::RequestCounts;
@@ -220,14 +221,7 @@ async fn write_sources(tables: &Path, sources: &Path) -> Result<(), BenchError> 
     let (ctx, _) = context(tables).await?;
     let mut specs = Vec::new();
     for m in &MERGES {
-        let columns: Vec<String> = ctx
-            .table(m.table)
-            .await?
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let columns = columns(&ctx, m.table).await?;
         let select = |column: &str, expr: String| {
             columns
                 .iter()
@@ -269,6 +263,17 @@ async fn write_sources(tables: &Path, sources: &Path) -> Result<(), BenchError> 
     Ok(())
 }
 
+/// The column names of the table registered as `table`.
+async fn columns(ctx: &SessionContext, table: &str) -> Result<Vec<String>, BenchError> {
+    let frame = ctx.table(table).await?;
+    Ok(frame
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect())
+}
+
 /// Sets the refreshed tables of the copy at `copy` to `strategy` (merge-on-read turns
 /// deletion vectors on).
 async fn set_strategy(copy: &Path, strategy: &str) -> Result<(), BenchError> {
@@ -307,14 +312,7 @@ async fn merge_tarn(copy: &Path, sources: &Path) -> Result<Vec<Merged>, BenchErr
         let (ctx, counter) = context(copy).await?;
         let source = Table::open(path(&sources.join(m.table))?).await?;
         ctx.register_table("src", Arc::new(TarnTableProvider::new(source)))?;
-        let columns: Vec<String> = ctx
-            .table(m.table)
-            .await?
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
+        let columns = columns(&ctx, m.table).await?;
         let sql = merge_sql(m, &columns);
         memory::reset_peak();
         counter.reset();
@@ -368,7 +366,7 @@ async fn same_tables(dir: &Path) -> Result<(), BenchError> {
         let mut seen: Vec<(&str, String)> = Vec::new();
         for copy in [TARN_COW, TARN_MOR, DELTARS] {
             let table = Table::open(path(&dir.join(copy).join(t))?).await?;
-            let ctx = datafusion::prelude::SessionContext::new();
+            let ctx = SessionContext::new();
             ctx.register_table(t, Arc::new(TarnTableProvider::new(table)))?;
             let batches = execute(&ctx, &sql).await?;
             let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
