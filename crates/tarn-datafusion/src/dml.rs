@@ -5,13 +5,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, RecordBatch, UInt64Array};
+use arrow::array::{RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::{CastExpr, Literal};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, execute_stream,
@@ -27,10 +29,9 @@ use crate::to_datafusion;
 /// What a statement does to the table.
 #[derive(Debug, Clone)]
 pub(crate) enum Change {
-    /// INSERT INTO (append) or INSERT OVERWRITE: the rows of `input`. Of the columns
-    /// `drawn` (identity and generated ones), a batch's all-null ones are left out, so
-    /// Tarn draws or computes them: DataFusion fills the columns an INSERT leaves out
-    /// with nulls.
+    /// INSERT INTO (append) or INSERT OVERWRITE: the rows of `input`, without the
+    /// identity and generated columns the statement leaves out (`drawn`), which Tarn
+    /// draws or computes.
     Insert {
         input: Arc<dyn ExecutionPlan>,
         mode: WriteMode,
@@ -172,15 +173,43 @@ impl ExecutionPlan for ChangeExec {
     }
 }
 
-/// `batch` without those of the `drawn` columns whose every value is null.
-fn without_null_columns(batch: RecordBatch, drawn: &[String]) -> Result<RecordBatch> {
+/// The columns an INSERT leaves out, read from its `input`: DataFusion puts a projection
+/// on top of the statement's source that fills each of them with a (cast) NULL literal.
+/// Decided once per statement, so a column given as NULL in some rows stays given.
+pub(crate) fn left_out_columns(input: &Arc<dyn ExecutionPlan>) -> Vec<String> {
+    let mut plan = Arc::clone(input);
+    loop {
+        if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
+            return projection
+                .expr()
+                .iter()
+                .filter(|p| is_null_literal(&p.expr))
+                .map(|p| p.alias.clone())
+                .collect();
+        }
+        // Only through nodes that pass the projection's columns on unchanged.
+        let child = match plan.children().as_slice() {
+            [child] if child.schema().fields() == plan.schema().fields() => Arc::clone(child),
+            _ => return Vec::new(),
+        };
+        plan = child;
+    }
+}
+
+fn is_null_literal(expr: &Arc<dyn PhysicalExpr>) -> bool {
+    match expr.downcast_ref::<CastExpr>() {
+        Some(cast) => is_null_literal(cast.expr()),
+        None => expr
+            .downcast_ref::<Literal>()
+            .is_some_and(|literal| literal.value().is_null()),
+    }
+}
+
+/// `batch` without the `drawn` columns.
+fn without_columns(batch: RecordBatch, drawn: &[String]) -> Result<RecordBatch> {
     let schema = batch.schema();
     let kept: Vec<usize> = (0..batch.num_columns())
-        .filter(|i| {
-            let column = batch.column(*i);
-            let all_null = column.logical_null_count() == column.len();
-            !(all_null && drawn.contains(schema.field(*i).name()))
-        })
+        .filter(|i| !drawn.contains(schema.field(*i).name()))
         .collect();
     match kept.len() == batch.num_columns() {
         true => Ok(batch),
@@ -204,10 +233,8 @@ async fn apply(table: &mut Table, change: Change, context: Arc<TaskContext>) -> 
         Change::Insert { input, mode, drawn } => {
             let rows = execute_stream(input, context)?
                 .map_err(|e| DataFusionError::Context("the INSERT's input".into(), Box::new(e)))
-                // An empty batch says nothing of which columns are given.
-                .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
                 .and_then(move |batch| {
-                    let batch = without_null_columns(batch, &drawn);
+                    let batch = without_columns(batch, &drawn);
                     async move { batch }
                 });
             let outcome = table

@@ -16,7 +16,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use tarn::expr::Expr as TarnExpr;
 use tarn::{Snapshot, Table, WriteMode};
 
-use crate::dml::{Change, ChangeExec};
+use crate::dml::{Change, ChangeExec, left_out_columns};
 use crate::expr::to_tarn;
 use crate::merge::SqlMerge;
 use crate::scan::TarnScanExec;
@@ -294,13 +294,16 @@ impl TableProvider for TarnTableProvider {
             InsertOp::Overwrite => WriteMode::Overwrite,
             InsertOp::Replace => return not_impl_err!("REPLACE INTO a Tarn table"),
         };
-        // Identity and generated columns: Tarn draws or computes those a batch leaves null.
+        // Identity and generated columns: Tarn draws or computes those the statement
+        // leaves out; one it gives, NULLs and all, is checked like any value.
+        let left_out = left_out_columns(&input);
         let drawn: Arc<[String]> = self
             .snapshot()
             .schema()
             .fields
             .iter()
             .filter(|f| f.is_identity() || f.is_generated())
+            .filter(|f| left_out.contains(&f.name))
             .map(|f| f.name.clone())
             .collect();
         let change = Change::Insert { input, mode, drawn };

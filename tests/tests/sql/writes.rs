@@ -148,7 +148,8 @@ async fn insert_leaves_identity_and_generated_columns_to_tarn() {
     id.metadata.insert("delta.identity.step".into(), 10.into());
     id.metadata
         .insert("delta.identity.allowExplicitInsert".into(), false.into());
-    let mut twice = long("twice");
+    // Nullable, so an explicit NULL reaches Tarn's check rather than DataFusion's.
+    let mut twice = StructField::new("twice", DeltaType::Primitive(PrimitiveType::Long), true);
     twice
         .metadata
         .insert("delta.generationExpression".into(), "n * 2".into());
@@ -162,23 +163,28 @@ async fn insert_leaves_identity_and_generated_columns_to_tarn() {
     // DataFusion fills the columns left out with nulls; Tarn draws and computes them.
     run(&ctx, "INSERT INTO t (n) VALUES (1), (2)").await;
     run(&ctx, "INSERT INTO t (n, twice) VALUES (3, 6)").await;
+    // Decided per statement from its plan, whatever the source: here a scan of `t`.
+    run(&ctx, "INSERT INTO t (n) SELECT n + 10 FROM t WHERE n = 3").await;
     let rows = run(&ctx, "SELECT id, n, twice FROM t ORDER BY n").await;
     let text = arrow::util::pretty::pretty_format_batches(&rows)
         .unwrap()
         .to_string();
     for row in [
-        "| 100 | 1 | 2     |",
-        "| 110 | 2 | 4     |",
-        "| 120 | 3 | 6     |",
+        "| 100 | 1  | 2     |",
+        "| 110 | 2  | 4     |",
+        "| 120 | 3  | 6     |",
+        "| 130 | 13 | 26    |",
     ] {
         assert!(text.contains(row), "{row} in\n{text}");
     }
     let version = provider.snapshot().version();
     // A value for a GENERATED ALWAYS identity column, or a generated value that breaks
-    // its expression, is refused, and nothing is committed.
+    // its expression, is refused, and nothing is committed: an explicit NULL too.
     for sql in [
         "INSERT INTO t (id, n) VALUES (7, 4)",
+        "INSERT INTO t (id, n) VALUES (NULL, 4)",
         "INSERT INTO t (n, twice) VALUES (4, 9)",
+        "INSERT INTO t (n, twice) VALUES (4, NULL)",
     ] {
         let result = match ctx.sql(sql).await {
             Ok(frame) => frame.collect().await.map(|_| ()),
@@ -188,5 +194,5 @@ async fn insert_leaves_identity_and_generated_columns_to_tarn() {
     }
     assert_eq!(provider.snapshot().version(), version);
     let theirs = read_with_duckdb(dir.path());
-    assert_eq!(theirs.rows, 3);
+    assert_eq!(theirs.rows, 4);
 }
