@@ -22,7 +22,8 @@ Each peer's address space is capped at TPCDS_PEER_MEMORY_GIB (default 16) GiB, s
 that would exhaust the machine fails instead. A last argument AFTER_NR runs only the queries numbered above it (the harness restarts a
 peer that died, say killed for memory, after the query that killed it).
 
-Prints one JSON line per query: {"nr", "ms": [per run], "rows", "error"}, then
+Prints one JSON line per query: {"nr", "ms": [per run], "rows", "error", "peak_mib"}
+(the process's peak resident memory over the query's runs, reset before it), then
 {"peak_rss_mib"}. The DuckDB modes need the `duckdb-ext-delta` and `duckdb-ext-tpcds`
 wheels (their extension files are loaded with unsigned extensions allowed).
 """
@@ -69,15 +70,18 @@ def queries(out_dir: str, after: int = 0):
 
 def timed(run, runs: int, nr: int):
     times, rows = [], None
+    reset_peak()
     try:
         for _ in range(runs):
             start = time.perf_counter()
             n = run()
             times.append((time.perf_counter() - start) * 1000.0)
             rows = n
-        print(json.dumps({"nr": nr, "ms": times, "rows": rows, "error": None}), flush=True)
+        line = {"nr": nr, "ms": times, "rows": rows, "error": None}
     except Exception as e:  # a query an engine cannot run is reported, not fatal
-        print(json.dumps({"nr": nr, "ms": [], "rows": None, "error": str(e)[:300]}), flush=True)
+        line = {"nr": nr, "ms": [], "rows": None, "error": str(e)[:300]}
+    line["peak_mib"] = peak_mib()
+    print(json.dumps(line), flush=True)
 
 
 def refresh(root: str, sources: str):

@@ -75,6 +75,11 @@ struct QueryRun {
     ms: Vec<f64>,
     rows: Option<u64>,
     error: Option<String>,
+    /// The engine process's peak resident memory over this query's runs, in MiB (its
+    /// peak is reset to the resident set before the query, so this is at least what
+    /// earlier queries left resident).
+    #[serde(default)]
+    peak_mib: Option<f64>,
     /// Tarn's object-store requests per run (the peers do not say).
     #[serde(skip)]
     counts: Vec<RequestCounts>,
@@ -101,7 +106,8 @@ impl QueryRun {
     }
 }
 
-/// One engine's runs and its process's peak memory while querying.
+/// One engine's runs and its process's peak memory while querying (the highest of its
+/// queries' peaks).
 struct EngineRuns {
     name: &'static str,
     runs: BTreeMap<u32, QueryRun>,
@@ -318,10 +324,11 @@ fn engine_runs(name: &'static str, stdout: &str) -> Result<EngineRuns, BenchErro
     for line in stdout.lines().filter(|l| l.starts_with('{')) {
         let value: serde_json::Value = serde_json::from_str(line)?;
         if let Some(peak) = value["peak_rss_mib"].as_f64() {
-            peak_mib = peak;
+            peak_mib = f64::max(peak_mib, peak);
             continue;
         }
         let run: QueryRun = serde_json::from_value(value)?;
+        peak_mib = f64::max(peak_mib, run.peak_mib.unwrap_or(0.0));
         runs.insert(run.nr, run);
     }
     Ok(EngineRuns {
@@ -358,14 +365,15 @@ async fn run_tarn(
     runs: usize,
 ) -> Result<(EngineRuns, BTreeMap<u32, Vec<RecordBatch>>), BenchError> {
     let (ctx, counter) = context(tables).await?;
-    memory::reset_peak();
     let mut results = BTreeMap::new();
     let mut answers = BTreeMap::new();
+    let mut peak_mib = 0.0f64;
     for query in queries {
         let mut run = QueryRun {
             nr: query.nr,
             ..QueryRun::default()
         };
+        memory::reset_peak();
         for i in 0..runs {
             counter.reset();
             let started = Instant::now();
@@ -386,6 +394,9 @@ async fn run_tarn(
                 }
             }
         }
+        let peak = memory::peak_rss() as f64 / (1 << 20) as f64;
+        run.peak_mib = Some(peak);
+        peak_mib = peak_mib.max(peak);
         match (&run.error, run.median()) {
             (Some(e), _) => println!("  q{}: error: {e}", query.nr),
             (None, Some(ms)) => println!("  q{}: {ms:.1} ms, {:?} rows", query.nr, run.rows),
@@ -393,7 +404,6 @@ async fn run_tarn(
         }
         results.insert(query.nr, run);
     }
-    let peak_mib = memory::peak_rss() as f64 / (1 << 20) as f64;
     Ok((
         EngineRuns {
             name,
@@ -476,7 +486,7 @@ fn report(
             )
             .field("engine", engine.name)
             .field("query", query.nr)
-            .field("peak_rss_mib", engine.peak_mib);
+            .field("peak_rss_mib", run.peak_mib.unwrap_or(engine.peak_mib));
             if let Some(rows) = run.rows {
                 record = record.field("rows", rows);
             }
@@ -496,9 +506,14 @@ fn markdown(queries: &[Query], engines: [&EngineRuns; 3], checks: &BTreeMap<u32,
     let [tarn, deltars, duck] = engines;
     let ms = |engine: &EngineRuns, nr: u32| engine.runs.get(&nr).and_then(QueryRun::median);
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let peak = |engine: &EngineRuns, nr: u32| {
+        let mib = engine.runs.get(&nr).and_then(|run| run.peak_mib);
+        mib.map_or("-".to_string(), |v| format!("{v:.0}"))
+    };
     let mut out = String::from(
-        "| query | Tarn ms | delta-rs ms | DuckDB ms | delta-rs / Tarn | answer vs DuckDB |\n\
-         | --- | ---: | ---: | ---: | ---: | --- |\n",
+        "| query | Tarn ms | delta-rs ms | DuckDB ms | delta-rs / Tarn | answer vs DuckDB \
+         | peak MiB: Tarn / delta-rs / DuckDB |\n\
+         | --- | ---: | ---: | ---: | ---: | --- | ---: |\n",
     );
     let mut totals = [0.0f64; 3];
     let mut counted = 0;
@@ -530,11 +545,14 @@ fn markdown(queries: &[Query], engines: [&EngineRuns; 3], checks: &BTreeMap<u32,
             _ => "-",
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {ratio} | {check} |\n",
+            "| {} | {} | {} | {} | {ratio} | {check} | {} / {} / {} |\n",
             query.name(),
             cell(t),
             cell(d),
-            cell(k)
+            cell(k),
+            peak(tarn, query.nr),
+            peak(deltars, query.nr),
+            peak(duck, query.nr)
         ));
     }
     out.push_str(&format!(
