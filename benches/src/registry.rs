@@ -4,9 +4,24 @@
 use crate::report::Reporter;
 use crate::{Bench, BenchError, cdc, index, reads, streaming, workloads};
 
-/// Every workload, in the order `all` runs them. `stream-load` and `stream-merge` (100M
-/// rows at scale 1) and `sql-overhead` run only by name.
-pub const ALL: [&str; 7] = [
+/// Every workload, in the order `all` runs them: with the `sql` feature (the default),
+/// `sql-overhead` last, so the default run's reads go through SQL beside the API.
+/// `stream-load` and `stream-merge` (100M rows at scale 1) run only by name.
+#[cfg(feature = "sql")]
+pub const ALL: &[&str] = &[
+    "load",
+    "merge",
+    "cdc",
+    "mutations",
+    "files",
+    "reads",
+    "index",
+    "sql-overhead",
+];
+
+/// Every workload, in the order `all` runs them, in a build without the `sql` feature.
+#[cfg(not(feature = "sql"))]
+pub const ALL: &[&str] = &[
     "load",
     "merge",
     "cdc",
@@ -18,8 +33,8 @@ pub const ALL: [&str; 7] = [
 
 /// What a build without the `sql` feature says when asked for a SQL workload.
 pub const WITHOUT_SQL: &str = "tarn-bench was built without the `sql` feature (DataFusion \
-    and the TPC-DS generator); run it with `cargo run --release -p tarn-bench --features sql \
-    -- ...`";
+    and the TPC-DS generator); build it with its default features: `cargo run --release -p \
+    tarn-bench -- ...`";
 
 /// Runs the workload called `name`.
 ///

@@ -77,7 +77,7 @@ enum Command {
     StreamMerge,
     /// The LHBench merge queries on a 10M-row table (at scale 1) through Tarn's own scan
     /// and through SQL (`tarn-datafusion`), warm, alternating: what SQL costs over the
-    /// API. Needs the `sql` feature; not part of `all`.
+    /// API. Needs the `sql` feature (on by default), with which `all` runs it last.
     SqlOverhead,
     /// Tarn and delta-rs side by side on the same generated input (local directory
     /// only): load, reads, the LHBench merge under both strategies, reads after it, and
@@ -89,7 +89,7 @@ enum Command {
     /// Tarn (DataFusion), delta-rs (`QueryBuilder`) and DuckDB (delta extension) side by
     /// side, each Tarn answer checked against DuckDB's; then LHBench's refresh and the
     /// queries again. Installs the Python peers on first use; not part of `all`. Needs
-    /// the `sql` feature (`--features sql`).
+    /// the `sql` feature (on by default).
     Tpcds {
         /// TPC-DS scale factor (1 is about 1 GB of raw data).
         #[arg(long, default_value_t = 1.0)]
