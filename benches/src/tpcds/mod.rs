@@ -132,7 +132,28 @@ pub async fn tpcds(options: &Tpcds, reporter: &mut Reporter) -> Result<(), Bench
         options.scale_factor,
         root.display()
     );
-    let loaded = load::load(&tables, options.scale_factor).await?;
+    let duckdb = tarn_test_support::duckdb::python();
+    let script = script();
+    peer(duckdb, &script, &["queries", path(&out)?]).await?;
+    let queries_file = out.join("queries.json");
+    let mut queries: Vec<Query> = serde_json::from_slice(&std::fs::read(&queries_file)?)?;
+    queries.push(selective::query());
+    if !options.queries.is_empty() {
+        queries.retain(|q| options.queries.contains(&q.nr));
+    }
+    std::fs::write(&queries_file, serde_json::to_vec(&queries)?)?;
+    let runs = options.runs.max(1).to_string();
+
+    // The tables the queries read, and those the refresh merges into.
+    let wanted: Vec<&str> = load::TABLES
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| {
+            queries.iter().any(|q| load::reads(&q.sql, name))
+                || (options.refresh && refresh::merges_into(name))
+        })
+        .collect();
+    let loaded = load::load(&tables, options.scale_factor, &wanted).await?;
     for (table, rows, seconds) in &loaded.written {
         reporter.push(
             Record::new(
@@ -152,28 +173,18 @@ pub async fn tpcds(options: &Tpcds, reporter: &mut Reporter) -> Result<(), Bench
     let tarn_tables = root.join("tarn");
     let _ = std::fs::remove_dir_all(&tarn_tables);
     load::link(&tables, &tarn_tables)?;
-    let seconds = selective::create_index(&tarn_tables).await?;
-    println!("  index on store_sales.ss_customer_sk in {seconds:.1} s");
-    reporter.push(Record::new(
-        "tpcds",
-        "index store_sales.ss_customer_sk",
-        Summary::of(&[Sample {
-            elapsed: Duration::from_secs_f64(seconds),
-            counts: RequestCounts::default(),
-        }]),
-    ))?;
-
-    let duckdb = tarn_test_support::duckdb::python();
-    let script = script();
-    peer(duckdb, &script, &["queries", path(&out)?]).await?;
-    let queries_file = out.join("queries.json");
-    let mut queries: Vec<Query> = serde_json::from_slice(&std::fs::read(&queries_file)?)?;
-    queries.push(selective::query());
-    if !options.queries.is_empty() {
-        queries.retain(|q| options.queries.contains(&q.nr));
+    if queries.iter().any(|q| q.nr == selective::NR) {
+        let seconds = selective::create_index(&tarn_tables).await?;
+        println!("  index on store_sales.ss_customer_sk in {seconds:.1} s");
+        reporter.push(Record::new(
+            "tpcds",
+            "index store_sales.ss_customer_sk",
+            Summary::of(&[Sample {
+                elapsed: Duration::from_secs_f64(seconds),
+                counts: RequestCounts::default(),
+            }]),
+        ))?;
     }
-    std::fs::write(&queries_file, serde_json::to_vec(&queries)?)?;
-    let runs = options.runs.max(1).to_string();
 
     println!(
         "Tarn (DataFusion over Tarn tables): {} queries",
@@ -344,7 +355,7 @@ async fn context(tables: &Path) -> Result<(SessionContext, RequestCounter), Benc
     let ctx = SessionContext::new_with_config(SessionConfig::new());
     tarn_datafusion::register(&ctx);
     let mut counting: Option<Arc<CountingStore>> = None;
-    for (name, _) in load::TABLES {
+    for name in load::present(tables) {
         let location = tarn_store::open(path(&tables.join(name))?)?;
         // One counting store for all tables: a local store is rooted at `/`.
         let store = counting

@@ -51,6 +51,11 @@ const MERGES: [Merge; 2] = [
     },
 ];
 
+/// Whether the refresh merges into `table`.
+pub(super) fn merges_into(table: &str) -> bool {
+    MERGES.iter().any(|m| m.table == table)
+}
+
 /// Tarn's copy refreshed under copy-on-write.
 const TARN_COW: &str = "tarn-cow";
 /// Tarn's copy refreshed under merge-on-read.
@@ -146,7 +151,7 @@ pub(super) async fn refresh(
 
     let touched: Vec<Query> = queries
         .iter()
-        .filter(|q| MERGES.iter().any(|m| q.sql.contains(m.table)))
+        .filter(|q| MERGES.iter().any(|m| load::reads(&q.sql, m.table)))
         .cloned()
         .collect();
     std::fs::write(out.join("queries.json"), serde_json::to_vec(&touched)?)?;
