@@ -29,6 +29,7 @@
 
 mod catalog;
 mod dml;
+mod dynamic;
 mod expr;
 mod factory;
 mod guard;

@@ -17,6 +17,7 @@ use tarn::expr::Expr as TarnExpr;
 use tarn::{Snapshot, Table, WriteMode};
 
 use crate::dml::{Change, ChangeExec, left_out_columns};
+use crate::dynamic::PartitionKey;
 use crate::expr::to_tarn;
 use crate::merge::SqlMerge;
 use crate::scan::TarnScanExec;
@@ -259,6 +260,7 @@ impl TableProvider for TarnTableProvider {
             limit,
             parts,
             columns,
+            partition_keys(&snapshot),
         )))
     }
 
@@ -363,4 +365,16 @@ impl TableProvider for TarnTableProvider {
         let change = Change::Delete { predicate };
         Ok(Arc::new(ChangeExec::new(Arc::clone(&self.table), change)))
     }
+}
+
+/// The snapshot's partition columns, by logical name and `partitionValues` key.
+fn partition_keys(snapshot: &Snapshot) -> Arc<[PartitionKey]> {
+    snapshot
+        .partition_columns()
+        .iter()
+        .map(|p| PartitionKey {
+            name: p.name.clone(),
+            physical_name: p.physical_name.clone(),
+        })
+        .collect()
 }

@@ -1,17 +1,25 @@
 //! The execution plan of a Tarn scan: planned once by Tarn (partition values, file
 //! statistics, indices), read in parts, one per output partition, each part every n-th
-//! planned file, so DataFusion's threads read files side by side.
+//! planned file, so DataFusion's threads read files side by side. Filters a join or a
+//! TopK fills at run time skip further files by partition value ([`crate::dynamic`]).
 
 use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{ColumnStatistics, Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -19,10 +27,11 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use tarn::{Scan, ScanPlan};
 
+use crate::dynamic::{self, PartitionKey};
 use crate::to_datafusion;
 
 /// A planned Tarn scan as a DataFusion leaf.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct TarnScanExec {
     scan: Scan,
     plan: Arc<ScanPlan>,
@@ -35,6 +44,11 @@ pub(crate) struct TarnScanExec {
     /// The projected columns' statistics, exact only for a scan of every row.
     columns: Vec<ColumnStatistics>,
     properties: Arc<PlanProperties>,
+    /// The table's partition columns, by which run-time filters skip files.
+    partitions: Arc<[PartitionKey]>,
+    /// Filters DataFusion fills while the query runs (a join's build-side bounds).
+    dynamic: Vec<Arc<dyn PhysicalExpr>>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl TarnScanExec {
@@ -46,6 +60,7 @@ impl TarnScanExec {
         limit: Option<usize>,
         parts: usize,
         columns: Vec<ColumnStatistics>,
+        partitions: Arc<[PartitionKey]>,
     ) -> Self {
         let schema = Arc::clone(&plan.schema);
         let parts = parts.clamp(1, plan.files.len().max(1));
@@ -81,6 +96,9 @@ impl TarnScanExec {
             rows,
             columns,
             properties: Arc::new(properties),
+            partitions,
+            dynamic: Vec::new(),
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -115,6 +133,10 @@ impl DisplayAs for TarnScanExec {
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
         }
+        if !self.dynamic.is_empty() {
+            let filters: Vec<String> = self.dynamic.iter().map(|f| f.to_string()).collect();
+            write!(f, ", run-time filters=[{}]", filters.join(", "))?;
+        }
         if !plan.indices.is_empty() {
             let used: Vec<String> = plan.indices.iter().map(|u| u.index.clone()).collect();
             write!(f, ", indices=[{}]", used.join(", "))?;
@@ -138,8 +160,14 @@ impl ExecutionPlan for TarnScanExec {
 
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
+        // A join fills its dynamic filter only when a plan below it holds the filter.
+        for filter in &self.dynamic {
+            if f(filter)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
         Ok(TreeNodeRecursion::Continue)
     }
 
@@ -159,10 +187,25 @@ impl ExecutionPlan for TarnScanExec {
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let (scan, plan, parts) = (self.scan.clone(), Arc::clone(&self.plan), self.parts());
+        let skipper = match self.dynamic.is_empty() || self.partitions.is_empty() {
+            true => None,
+            false => Some(Skipper {
+                filters: self.dynamic.clone(),
+                schema: Arc::clone(&self.schema),
+                partitions: Arc::clone(&self.partitions),
+                skipped: MetricBuilder::new(&self.metrics)
+                    .global_counter("files_skipped_at_run_time"),
+            }),
+        };
+        // Run when first polled: a join polls its probe side once its build side is read,
+        // so the filters it fills are complete by then.
         let batches = futures::stream::once(async move {
-            scan.execute_part(&plan, partition, parts)
-                .await
-                .map(|s| s.map_err(to_datafusion))
+            let narrowed = skipper.and_then(|s| s.narrow(&plan, partition, parts));
+            let read = match &narrowed {
+                Some(mine) => scan.execute_part(mine, 0, 1).await,
+                None => scan.execute_part(&plan, partition, parts).await,
+            };
+            read.map(|s| s.map_err(to_datafusion))
                 .map_err(to_datafusion)
         })
         .try_flatten();
@@ -172,6 +215,33 @@ impl ExecutionPlan for TarnScanExec {
         )))
     }
 
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| f.filter)
+            .collect();
+        // Files are skipped, rows not filtered: every filter stays with its parent.
+        let answer = vec![PushedDown::No; filters.len()];
+        let propagation = FilterPushdownPropagation::with_parent_pushdown_result(answer);
+        // Static filters reached the provider at planning; run-time ones come after it.
+        if phase != FilterPushdownPhase::Post || filters.is_empty() || self.partitions.is_empty() {
+            return Ok(propagation);
+        }
+        let mut with_filters = self.clone();
+        with_filters.dynamic.extend(filters);
+        Ok(propagation.with_updated_node(Arc::new(with_filters)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
         let mut statistics = Statistics::new_unknown(&self.schema);
         if partition.is_none() {
@@ -179,5 +249,28 @@ impl ExecutionPlan for TarnScanExec {
             statistics.column_statistics = self.columns.clone();
         }
         Ok(Arc::new(statistics))
+    }
+}
+
+/// What skips one part's files at run time: the filters, and where it counts the files.
+struct Skipper {
+    filters: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+    partitions: Arc<[PartitionKey]>,
+    skipped: Count,
+}
+
+impl Skipper {
+    /// Part `part` of `parts` of `plan` without the files the filters now rule out, as a
+    /// plan of its own; `None` when they rule out none.
+    fn narrow(&self, plan: &ScanPlan, part: usize, parts: usize) -> Option<ScanPlan> {
+        let mine: Vec<&tarn::protocol::Add> = plan.files.iter().skip(part).step_by(parts).collect();
+        let kept = dynamic::keep(&mine, &self.filters, &self.schema, &self.partitions);
+        let skipped = kept.iter().filter(|k| !**k).count();
+        if skipped == 0 {
+            return None;
+        }
+        self.skipped.add(skipped);
+        Some(plan.with_files_where(|i, _| i % parts == part && kept[i / parts]))
     }
 }

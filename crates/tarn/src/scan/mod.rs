@@ -108,6 +108,29 @@ pub struct ScanPlan {
 }
 
 impl ScanPlan {
+    /// This plan with only the files `keep` allows (given each file's position in
+    /// [`files`](Self::files)), for an engine that skips files at run time; what the
+    /// plan knows of the rest (index lookups) is kept.
+    pub fn with_files_where(&self, mut keep: impl FnMut(usize, &Add) -> bool) -> ScanPlan {
+        ScanPlan {
+            files: self
+                .files
+                .iter()
+                .enumerate()
+                .filter(|(i, add)| keep(*i, add))
+                .map(|(_, add)| add.clone())
+                .collect(),
+            total_files: self.total_files,
+            skipped_by_partition: self.skipped_by_partition,
+            skipped_by_stats: self.skipped_by_stats,
+            skipped_by_index: self.skipped_by_index,
+            indices: self.indices.clone(),
+            schema: Arc::clone(&self.schema),
+            rows: self.rows.clone(),
+            exact: self.exact,
+        }
+    }
+
     /// The rows of a planned file an index allows (deleted rows included), when an index
     /// covers it.
     pub(crate) fn rows_of(&self, snapshot: &Snapshot, add: &Add) -> Option<&RoaringTreemap> {
