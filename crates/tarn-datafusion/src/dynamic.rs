@@ -6,12 +6,15 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, StringArray, UInt64Array};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, UInt64Array, new_null_array,
+};
 use arrow::compute::{CastOptions, cast_with_options};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use tarn::protocol::Add;
@@ -24,7 +27,9 @@ pub(crate) struct PartitionKey {
 }
 
 /// Which of `files` the `filters` (as they stand now) may match, judged by partition
-/// values alone: `true` keeps a file. A filter that cannot be judged keeps every file.
+/// values alone: `true` keeps a file. A filter that reads partition columns only is
+/// evaluated on each file's values (so a join's hash lookup counts too); any other is
+/// judged by pruning on them as bounds. A filter that cannot be judged keeps every file.
 pub(crate) fn keep(
     files: &[&Add],
     filters: &[Arc<dyn PhysicalExpr>],
@@ -42,6 +47,12 @@ pub(crate) fn keep(
         let Ok(now) = snapshot_physical_expr(Arc::clone(filter)) else {
             continue;
         };
+        if let Some(passes) = on_partition_values(&statistics, &now) {
+            for (keep, pass) in kept.iter_mut().zip(passes) {
+                *keep &= pass;
+            }
+            continue;
+        }
         // None when it cannot prune (always true, or not a form pruning understands).
         let Some(predicate) = PruningPredicateBuilder::new()
             .with_file_schema(Arc::clone(schema))
@@ -56,6 +67,51 @@ pub(crate) fn keep(
         }
     }
     kept
+}
+
+/// `filter` evaluated on one row per file holding its partition values, when it reads
+/// partition columns only: `true` where that row may pass. A value that does not parse
+/// passes. `None` when the filter reads another column or cannot be evaluated.
+fn on_partition_values(
+    statistics: &PartitionStatistics<'_>,
+    filter: &Arc<dyn PhysicalExpr>,
+) -> Option<Vec<bool>> {
+    let columns = collect_columns(filter);
+    let partition = |name: &str| statistics.partitions.iter().any(|p| p.name == name);
+    if columns.is_empty() || !columns.iter().all(|c| partition(c.name())) {
+        return None;
+    }
+    let files = statistics.files.len();
+    let mut unparsed = vec![false; files];
+    let mut arrays = Vec::new();
+    for field in statistics.schema.fields() {
+        let column = Column::from_name(field.name());
+        let array = match statistics.typed(&column) {
+            Some((text, typed)) => {
+                for (i, unparsed) in unparsed.iter_mut().enumerate() {
+                    *unparsed |= text.is_valid(i) && typed.is_null(i);
+                }
+                typed
+            }
+            None => new_null_array(field.data_type(), files),
+        };
+        arrays.push(array);
+    }
+    // Nulls stand in for the columns the filter does not read.
+    let fields: Vec<Field> = statistics
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).ok()?;
+    let result = filter.evaluate(&batch).ok()?.into_array(files).ok()?;
+    let passes = result.as_boolean_opt()?;
+    Some(
+        (0..files)
+            .map(|i| unparsed[i] || (passes.is_valid(i) && passes.value(i)))
+            .collect(),
+    )
 }
 
 /// The rows in a file (deleted ones too), when its statistics say.
@@ -76,6 +132,12 @@ impl PartitionStatistics<'_> {
     /// The column's partition value per file, in its Arrow type (null where missing or
     /// not parseable, which prunes nothing).
     fn values(&self, column: &Column) -> Option<ArrayRef> {
+        self.typed(column).map(|(_, typed)| typed)
+    }
+
+    /// The column's partition value per file as written, and in its Arrow type (null
+    /// where the text does not parse).
+    fn typed(&self, column: &Column) -> Option<(StringArray, ArrayRef)> {
         let key = self.partitions.iter().find(|p| p.name == column.name)?;
         let field = self.schema.field_with_name(&column.name).ok()?;
         let text: StringArray = self
@@ -92,7 +154,8 @@ impl PartitionStatistics<'_> {
             safe: true,
             ..Default::default()
         };
-        cast_with_options(&text, field.data_type(), &safe).ok()
+        let typed = cast_with_options(&text, field.data_type(), &safe).ok()?;
+        Some((text, typed))
     }
 }
 
