@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringArray, UInt64Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt64Array, new_null_array,
 };
-use arrow::compute::{CastOptions, cast_with_options};
+use arrow::compute::concat;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
@@ -17,13 +17,15 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
-use tarn::protocol::Add;
+use tarn::expr::Scalar;
+use tarn::protocol::{Add, PrimitiveType};
 
 /// A partition column: its logical name (the scan's) and its key in `partitionValues`.
 #[derive(Debug, Clone)]
 pub(crate) struct PartitionKey {
     pub(crate) name: String,
     pub(crate) physical_name: String,
+    pub(crate) data_type: PrimitiveType,
 }
 
 /// Which of `files` the `filters` (as they stand now) may match, judged by partition
@@ -71,7 +73,8 @@ pub(crate) fn keep(
 
 /// `filter` evaluated on one row per file holding its partition values, when it reads
 /// partition columns only: `true` where that row may pass. A value that does not parse
-/// passes. `None` when the filter reads another column or cannot be evaluated.
+/// (or is missing) passes. `None` when the filter reads another column or cannot be
+/// evaluated.
 fn on_partition_values(
     statistics: &PartitionStatistics<'_>,
     filter: &Arc<dyn PhysicalExpr>,
@@ -86,13 +89,15 @@ fn on_partition_values(
     let mut arrays = Vec::new();
     for field in statistics.schema.fields() {
         let column = Column::from_name(field.name());
-        let array = match statistics.typed(&column) {
-            Some((text, typed)) => {
-                for (i, unparsed) in unparsed.iter_mut().enumerate() {
-                    *unparsed |= text.is_valid(i) && typed.is_null(i);
+        let array = match statistics.parsed(&column) {
+            Some(parsed) => {
+                for (unparsed, unknown) in unparsed.iter_mut().zip(&parsed.unknown) {
+                    *unparsed |= unknown;
                 }
-                typed
+                parsed.values
             }
+            // A partition column the filter reads must have values (else pruning judges).
+            None if columns.iter().any(|c| c.name() == field.name()) => return None,
             None => new_null_array(field.data_type(), files),
         };
         arrays.push(array);
@@ -129,34 +134,40 @@ struct PartitionStatistics<'a> {
 }
 
 impl PartitionStatistics<'_> {
-    /// The column's partition value per file, in its Arrow type (null where missing or
-    /// not parseable, which prunes nothing).
+    /// The column's partition value per file, in its Arrow type (null where unknown,
+    /// which prunes nothing).
     fn values(&self, column: &Column) -> Option<ArrayRef> {
-        self.typed(column).map(|(_, typed)| typed)
+        self.parsed(column).map(|parsed| parsed.values)
     }
 
-    /// The column's partition value per file as written, and in its Arrow type (null
-    /// where the text does not parse).
-    fn typed(&self, column: &Column) -> Option<(StringArray, ArrayRef)> {
+    /// The column's partition value per file, read as Tarn's reader reads it (`""` is
+    /// null, decimals truncate), in its Arrow type; `None` for a column that is not a
+    /// partition column.
+    fn parsed(&self, column: &Column) -> Option<Parsed> {
         let key = self.partitions.iter().find(|p| p.name == column.name)?;
-        let field = self.schema.field_with_name(&column.name).ok()?;
-        let text: StringArray = self
-            .files
-            .iter()
-            .map(|add| {
-                add.partition_values
-                    .get(&key.physical_name)
-                    .cloned()
-                    .flatten()
-            })
-            .collect();
-        let safe = CastOptions {
-            safe: true,
-            ..Default::default()
-        };
-        let typed = cast_with_options(&text, field.data_type(), &safe).ok()?;
-        Some((text, typed))
+        let ty = self.schema.field_with_name(&column.name).ok()?.data_type();
+        let mut unknown = Vec::with_capacity(self.files.len());
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.files.len());
+        for add in self.files {
+            let array = add
+                .partition_values
+                .get(&key.physical_name)
+                .and_then(|value| Scalar::parse_partition(value.as_deref(), key.data_type).ok())
+                .and_then(|scalar| scalar.to_array(ty, 1).ok());
+            unknown.push(array.is_none());
+            arrays.push(array.unwrap_or_else(|| new_null_array(ty, 1)));
+        }
+        let arrays: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+        let values = concat(&arrays).ok()?;
+        Some(Parsed { values, unknown })
     }
+}
+
+/// A partition column's values, one per file, and which of them are unknown (a missing
+/// key, or text that does not parse).
+struct Parsed {
+    values: ArrayRef,
+    unknown: Vec<bool>,
 }
 
 impl PruningStatistics for PartitionStatistics<'_> {
@@ -175,15 +186,18 @@ impl PruningStatistics for PartitionStatistics<'_> {
     /// A null partition value makes every row of its file null in that column, so a
     /// join key's bounds rule the file out.
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
-        let key = self.partitions.iter().find(|p| p.name == column.name)?;
+        let parsed = self.parsed(column)?;
         let counts: UInt64Array = self
             .files
             .iter()
-            .map(|add| match add.partition_values.get(&key.physical_name) {
-                Some(Some(_)) => Some(0),
-                Some(None) => rows(add),
-                None => None,
-            })
+            .enumerate()
+            .map(
+                |(i, add)| match (parsed.unknown[i], parsed.values.is_null(i)) {
+                    (true, _) => None,
+                    (false, true) => rows(add),
+                    (false, false) => Some(0),
+                },
+            )
             .collect();
         Some(Arc::new(counts))
     }
@@ -195,5 +209,63 @@ impl PruningStatistics for PartitionStatistics<'_> {
 
     fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::PhysicalExpr;
+    use datafusion::physical_expr::expressions::{binary, col, is_null, lit};
+    use tarn::protocol::{Add, PrimitiveType};
+
+    use super::{PartitionKey, keep};
+
+    fn file(value: Option<&str>) -> Add {
+        let value = serde_json::to_string(&value).unwrap();
+        serde_json::from_str(&format!(
+            r#"{{"path":"p","partitionValues":{{"k":{value}}},"size":1,
+                "modificationTime":0,"dataChange":true,"stats":"{{\"numRecords\":3}}"}}"#
+        ))
+        .unwrap()
+    }
+
+    fn setup() -> (Vec<Add>, SchemaRef, Vec<PartitionKey>) {
+        // Spark writes a NULL string partition as "", which Tarn's reader reads as null.
+        let files = vec![file(Some("a")), file(Some("")), file(None), file(Some("b"))];
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
+        let key = PartitionKey {
+            name: "k".into(),
+            physical_name: "k".into(),
+            data_type: PrimitiveType::String,
+        };
+        (files, schema, vec![key])
+    }
+
+    #[test]
+    fn an_empty_partition_value_is_null_as_the_reader_reads_it() {
+        let (files, schema, keys) = setup();
+        let files: Vec<&Add> = files.iter().collect();
+        // Evaluated on the values: `k IS NULL` keeps the "" and the null files.
+        let null: Arc<dyn PhysicalExpr> = is_null(col("k", &schema).unwrap()).unwrap();
+        assert_eq!(
+            keep(&files, &[null], &schema, &keys),
+            [false, true, true, false]
+        );
+        // `k >= 'b'` rules out "a" and both nulls ("" is not a string below "b").
+        let at_least_b = binary(
+            col("k", &schema).unwrap(),
+            Operator::GtEq,
+            lit("b"),
+            &schema,
+        )
+        .unwrap();
+        assert_eq!(
+            keep(&files, &[at_least_b], &schema, &keys),
+            [false, false, false, true]
+        );
     }
 }

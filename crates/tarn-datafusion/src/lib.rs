@@ -62,7 +62,9 @@ mod doc_examples {
 /// table function, `CREATE EXTERNAL TABLE ... STORED AS TARN`, and the check that refuses
 /// DELETE and UPDATE statements on Tarn tables whose WHERE or SET reaches other rows
 /// (subqueries, `UPDATE ... FROM`), which DataFusion would hand over incompletely. Without
-/// it, DELETE and UPDATE on Tarn tables are refused.
+/// it, DELETE and UPDATE on Tarn tables are refused. It also turns off DataFusion's
+/// MIN/MAX aggregate dynamic filter, which 55.2 can get wrong; Tarn's scans skip files by
+/// run-time filters only in a session where it is off.
 pub fn register(ctx: &SessionContext) {
     ctx.register_udf(text_match_udf());
     ctx.register_udtf(TARN_TABLE, std::sync::Arc::new(TarnTableFunction));
@@ -71,6 +73,14 @@ pub fn register(ctx: &SessionContext) {
         std::sync::Arc::new(TarnTableFactory),
     );
     ctx.add_analyzer_rule(std::sync::Arc::new(guard::DmlGuard));
+    // DataFusion 55.2's MIN/MAX aggregate filter can drop rows an aggregate needs
+    // (apache/datafusion#24816); with it off, Tarn's scans take the filters joins fill.
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .options_mut()
+        .optimizer
+        .enable_aggregate_dynamic_filter_pushdown = false;
 }
 
 /// A Tarn error as DataFusion's, keeping it as the source so callers can downcast it.

@@ -375,6 +375,7 @@ fn partition_keys(snapshot: &Snapshot) -> Arc<[PartitionKey]> {
         .map(|p| PartitionKey {
             name: p.name.clone(),
             physical_name: p.physical_name.clone(),
+            data_type: p.data_type,
         })
         .collect()
 }

@@ -219,7 +219,7 @@ impl ExecutionPlan for TarnScanExec {
         &self,
         phase: FilterPushdownPhase,
         child_pushdown_result: ChildPushdownResult,
-        _config: &ConfigOptions,
+        config: &ConfigOptions,
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
             .parent_filters
@@ -230,7 +230,16 @@ impl ExecutionPlan for TarnScanExec {
         let answer = vec![PushedDown::No; filters.len()];
         let propagation = FilterPushdownPropagation::with_parent_pushdown_result(answer);
         // Static filters reached the provider at planning; run-time ones come after it.
-        if phase != FilterPushdownPhase::Post || filters.is_empty() || self.partitions.is_empty() {
+        // DataFusion 55.2's MIN/MAX aggregate filter can rule out rows an aggregate still
+        // needs (apache/datafusion#24816), and it stays in the plan only when a scan
+        // takes it: so none is taken in a session that makes them (`register` turns
+        // them off).
+        let aggregates = config.optimizer.enable_aggregate_dynamic_filter_pushdown;
+        if phase != FilterPushdownPhase::Post
+            || filters.is_empty()
+            || self.partitions.is_empty()
+            || aggregates
+        {
             return Ok(propagation);
         }
         let mut with_filters = self.clone();
