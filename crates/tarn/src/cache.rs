@@ -7,10 +7,10 @@
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::{Arc, Mutex};
 
-use parquet::file::metadata::ParquetMetaData;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use roaring::RoaringTreemap;
 
 /// Bytes of decoded footers kept per table handle.
@@ -20,7 +20,10 @@ const OBJECTS: usize = 256;
 /// Bytes of decoded deletion vectors kept per table handle.
 const DV_BYTES: usize = 64 * 1024 * 1024;
 
-/// A least-recently-used map bounded by a weight.
+/// A least-recently-used map bounded by a weight, which admits a new entry over the limit
+/// only when its key has been asked for more often of late than the entry it would
+/// evict (TinyLFU's admission). A plain LRU keeps nothing a scan of more files than fit
+/// comes back for: each pass evicts what the next one reads first.
 #[derive(Debug)]
 pub(crate) struct Lru<K, V> {
     entries: HashMap<K, (V, u64, usize)>,
@@ -28,6 +31,9 @@ pub(crate) struct Lru<K, V> {
     tick: u64,
     weight: usize,
     limit: usize,
+    /// How often each key was asked for, made when the map first fills.
+    frequency: Option<Sketch>,
+    hasher: RandomState,
 }
 
 impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
@@ -38,10 +44,16 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
             tick: 0,
             weight: 0,
             limit,
+            frequency: None,
+            hasher: RandomState::new(),
         }
     }
 
+    /// The value under `key`, if kept; counts the request either way.
     pub(crate) fn get(&mut self, key: &K) -> Option<V> {
+        if let Some(sketch) = &mut self.frequency {
+            sketch.add(self.hasher.hash_one(key));
+        }
         let (value, tick, _) = self.entries.get_mut(key)?;
         self.order.remove(tick);
         self.tick += 1;
@@ -50,25 +62,98 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
         Some(value.clone())
     }
 
-    /// Inserts `value` weighing `weight`, evicting the least recently used entries over
-    /// the limit.
-    pub(crate) fn insert(&mut self, key: K, value: V, weight: usize) {
+    /// Inserts `value` weighing `weight` and returns whether it was kept. Over the limit,
+    /// the least recently used entries make room only while the new key was asked for
+    /// more often than each of them; otherwise the new value is not kept. A value heavier
+    /// than the limit is never kept.
+    pub(crate) fn insert(&mut self, key: K, value: V, weight: usize) -> bool {
         if let Some((_, tick, w)) = self.entries.remove(&key) {
             self.order.remove(&tick);
             self.weight -= w;
+        }
+        if weight > self.limit {
+            return false;
+        }
+        if self.weight + weight > self.limit {
+            let entries = self.entries.len();
+            let sketch = self.frequency.get_or_insert_with(|| Sketch::new(entries));
+            let wanted = sketch.estimate(self.hasher.hash_one(&key));
+            // The victims, oldest first, until the new value fits.
+            let mut freed = 0;
+            let mut victims = Vec::new();
+            for (_, old) in self.order.iter() {
+                if self.weight - freed + weight <= self.limit {
+                    break;
+                }
+                if sketch.estimate(self.hasher.hash_one(old)) >= wanted {
+                    return false;
+                }
+                freed += self.entries.get(old).map_or(0, |(_, _, w)| *w);
+                victims.push(old.clone());
+            }
+            for old in victims {
+                if let Some((_, tick, w)) = self.entries.remove(&old) {
+                    self.order.remove(&tick);
+                    self.weight -= w;
+                }
+            }
         }
         self.tick += 1;
         self.order.insert(self.tick, key.clone());
         self.entries.insert(key, (value, self.tick, weight));
         self.weight += weight;
-        while self.weight > self.limit && self.entries.len() > 1 {
-            let Some((_, oldest)) = self.order.pop_first() else {
-                break;
-            };
-            if let Some((_, _, w)) = self.entries.remove(&oldest) {
-                self.weight -= w;
-            }
+        true
+    }
+}
+
+/// A count-min sketch of recent requests: four rows of counters up to 15, halved
+/// every ten times as many requests as it has counters, so old popularity fades.
+#[derive(Debug)]
+struct Sketch {
+    counters: Vec<u8>,
+    mask: u64,
+    added: usize,
+}
+
+impl Sketch {
+    const ROWS: usize = 4;
+
+    /// A sketch for a map of about `entries` entries.
+    fn new(entries: usize) -> Self {
+        let width = (entries * 2).next_power_of_two().clamp(256, 1 << 16);
+        Self {
+            counters: vec![0; width * Self::ROWS],
+            mask: width as u64 - 1,
+            added: 0,
         }
+    }
+
+    fn slots(&self, hash: u64) -> [usize; Self::ROWS] {
+        let width = self.mask as usize + 1;
+        std::array::from_fn(|row| {
+            let h = hash.rotate_left(16 * row as u32)
+                ^ (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            row * width + (h & self.mask) as usize
+        })
+    }
+
+    fn add(&mut self, hash: u64) {
+        for slot in self.slots(hash) {
+            self.counters[slot] = (self.counters[slot] + 1).min(15);
+        }
+        self.added += 1;
+        if self.added >= self.counters.len() / Self::ROWS * 10 {
+            self.added = 0;
+            self.counters.iter_mut().for_each(|c| *c /= 2);
+        }
+    }
+
+    fn estimate(&self, hash: u64) -> u8 {
+        self.slots(hash)
+            .iter()
+            .map(|s| self.counters[*s])
+            .min()
+            .unwrap_or(0)
     }
 }
 
@@ -77,7 +162,7 @@ type Shared = Arc<dyn Any + Send + Sync>;
 /// The caches of one table handle and the snapshots derived from it.
 #[derive(Debug)]
 pub(crate) struct Caches {
-    footers: Mutex<Lru<String, Arc<ParquetMetaData>>>,
+    footers: Mutex<Lru<String, ArrowReaderMetadata>>,
     objects: Mutex<Lru<String, Shared>>,
     dvs: Mutex<Lru<String, Arc<RoaringTreemap>>>,
     derived: Mutex<Option<(i64, &'static str, Shared)>>,
@@ -102,17 +187,18 @@ impl Default for Caches {
 }
 
 impl Caches {
-    /// The decoded footer of the data file at `path`, if read before.
-    pub(crate) fn footer(&self, path: &str) -> Option<Arc<ParquetMetaData>> {
+    /// The decoded footer of the data file at `path` with its Arrow schema, if read
+    /// before.
+    pub(crate) fn footer(&self, path: &str) -> Option<ArrowReaderMetadata> {
         self.footers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&path.to_string())
     }
 
-    /// Remembers the decoded footer of the data file at `path`.
-    pub(crate) fn keep_footer(&self, path: &str, footer: Arc<ParquetMetaData>) {
-        let weight = footer.memory_size();
+    /// Remembers the decoded footer of the data file at `path` with its Arrow schema.
+    pub(crate) fn keep_footer(&self, path: &str, footer: ArrowReaderMetadata) {
+        let weight = footer.metadata().memory_size();
         self.footers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -214,18 +300,65 @@ impl Caches {
 mod tests {
     use super::*;
 
+    /// Asks for `key` as a reader does: a get, and on a miss an insert.
+    fn read(lru: &mut Lru<u32, u32>, key: u32, weight: usize) -> bool {
+        let hit = lru.get(&key).is_some();
+        if !hit {
+            lru.insert(key, key * 10, weight);
+        }
+        hit
+    }
+
     #[test]
     fn the_least_recently_used_entries_go_first() {
         let mut lru = Lru::new(3);
-        lru.insert("a", 1, 1);
-        lru.insert("b", 2, 1);
-        lru.insert("c", 3, 1);
-        assert_eq!(lru.get(&"a"), Some(1));
-        lru.insert("d", 4, 1);
-        assert_eq!(lru.get(&"b"), None);
-        assert_eq!(lru.get(&"a"), Some(1));
-        lru.insert("e", 5, 2);
-        assert_eq!((lru.get(&"c"), lru.get(&"d")), (None, None));
-        assert_eq!(lru.get(&"e"), Some(5));
+        for key in [1, 2, 3, 1] {
+            read(&mut lru, key, 1);
+        }
+        // 4 has been asked for twice, more than 2 (the oldest), so it takes 2's place.
+        read(&mut lru, 4, 1);
+        read(&mut lru, 4, 1);
+        assert_eq!(lru.get(&2), None);
+        assert_eq!(
+            (lru.get(&1), lru.get(&3), lru.get(&4)),
+            (Some(10), Some(30), Some(40))
+        );
+    }
+
+    #[test]
+    fn a_key_asked_for_no_more_often_than_the_oldest_is_not_kept() {
+        let mut lru = Lru::new(2);
+        for key in [1, 2, 1, 2] {
+            read(&mut lru, key, 1);
+        }
+        assert!(!read(&mut lru, 3, 1));
+        assert_eq!(lru.get(&3), None);
+        assert_eq!((lru.get(&1), lru.get(&2)), (Some(10), Some(20)));
+        assert!(!lru.insert(9, 90, 3), "heavier than the whole limit");
+    }
+
+    #[test]
+    fn repeated_scans_of_more_than_fit_keep_hitting() {
+        let mut lru = Lru::new(100);
+        let mut hits = 0;
+        for pass in 0..6 {
+            hits = (0..150).filter(|key| read(&mut lru, *key, 1)).count();
+            assert!(pass > 0 || hits == 0);
+        }
+        // A plain LRU hits nothing here: each pass evicts what the next reads first.
+        assert!(hits >= 90, "{hits} hits of 150 with room for 100");
+    }
+
+    #[test]
+    fn a_new_working_set_replaces_the_old_one() {
+        let mut lru = Lru::new(10);
+        for _ in 0..5 {
+            (0..10).for_each(|key| _ = read(&mut lru, key, 1));
+        }
+        for _ in 0..20 {
+            (100..110).for_each(|key| _ = read(&mut lru, key, 1));
+        }
+        let kept = (100..110).filter(|key| lru.get(key).is_some()).count();
+        assert_eq!(kept, 10);
     }
 }

@@ -161,8 +161,11 @@ pub(crate) fn confine_on_disk(
 ) -> Result<Path> {
     // A symbolic link inside the table may point anywhere on the disk: follow it, and
     // check where it lands. A file that does not exist fails later, when it is read.
+    // `resolved` is lexically inside a root, so a file that is its own real path (no
+    // link on the way) is inside one too: only a link costs the roots' lookups.
     if let Some(file) = location.local_path(&resolved)
         && let Ok(real) = std::fs::canonicalize(&file)
+        && real != file
     {
         let roots = std::iter::once(location.root()).chain(location.allowed_roots());
         let inside = roots

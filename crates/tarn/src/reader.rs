@@ -99,25 +99,25 @@ pub(crate) async fn open_data_file(
     let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
     let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
     let key = path.to_string();
-    let mut metadata = match caches.footer(&key) {
-        Some(footer) => {
-            ArrowReaderMetadata::try_new(footer, options.clone()).map_err(|e| errors.error(e))?
-        }
+    // Kept with its Arrow schema: converting the schema again costs as much as reading
+    // a small file's footer.
+    let metadata = match caches.footer(&key) {
+        Some(metadata) => metadata,
         None => {
-            let loaded = ArrowReaderMetadata::load_async(&mut reader, options.clone())
+            let mut loaded = ArrowReaderMetadata::load_async(&mut reader, options.clone())
                 .await
                 .map_err(|e| errors.error(e))?;
-            caches.keep_footer(&key, Arc::clone(loaded.metadata()));
+            if let Some(schema) = int96_as_microseconds(loaded.metadata(), loaded.schema()) {
+                loaded = ArrowReaderMetadata::try_new(
+                    Arc::clone(loaded.metadata()),
+                    options.with_schema(Arc::new(schema)),
+                )
+                .map_err(|e| errors.error(e))?;
+            }
+            caches.keep_footer(&key, loaded.clone());
             loaded
         }
     };
-    if let Some(schema) = int96_as_microseconds(metadata.metadata(), metadata.schema()) {
-        metadata = ArrowReaderMetadata::try_new(
-            Arc::clone(metadata.metadata()),
-            options.with_schema(Arc::new(schema)),
-        )
-        .map_err(|e| errors.error(e))?;
-    }
     let builder =
         ParquetRecordBatchStreamBuilder::new_with_metadata(reader.clone(), metadata.clone());
     Ok(DataFile {
