@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{RowSelection, RowSelectionPolicy, RowSelector};
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
@@ -244,6 +244,11 @@ fn selection_of(wanted: &[u64], rows: u64) -> RowSelection {
     RowSelection::from(selectors)
 }
 
+/// How a deletion vector's selection is read: as a mask over decoded rows unless its runs
+/// average more than 1,024 rows. Deletions are mostly a few scattered rows, and skipping
+/// each short gap costs more than decoding it and filtering it out.
+const DELETION_POLICY: RowSelectionPolicy = RowSelectionPolicy::Auto { threshold: 1024 };
+
 /// Opens one file and returns the stream of its output batches, in file order, or with its
 /// row groups split into `shares` runs decoded each on a task of its own (batches then
 /// arrive in no particular order).
@@ -343,8 +348,9 @@ pub(super) async fn read_file(
                 share_builder = share_builder.with_row_selection(wanted_selection(wanted, &kept));
             }
             (None, Some(deleted)) => {
-                share_builder =
-                    share_builder.with_row_selection(deletion_selection(deleted, &kept));
+                share_builder = share_builder
+                    .with_row_selection(deletion_selection(deleted, &kept))
+                    .with_row_selection_policy(DELETION_POLICY);
             }
             (None, None) => {}
         }
