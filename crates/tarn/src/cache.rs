@@ -26,9 +26,12 @@ const DV_BYTES: usize = 64 * 1024 * 1024;
 /// comes back for: each pass evicts what the next one reads first.
 #[derive(Debug)]
 pub(crate) struct Lru<K, V> {
-    entries: HashMap<K, (V, u64, usize)>,
+    /// Value, place in `order`, weight, and the request that last touched it.
+    entries: HashMap<K, (V, u64, usize, u64)>,
     order: BTreeMap<u64, K>,
     tick: u64,
+    /// Requests (`get`s) so far: an entry's age is counted in them.
+    requests: u64,
     weight: usize,
     limit: usize,
     /// How often each key was asked for, made when the map first fills.
@@ -42,6 +45,7 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
             entries: HashMap::new(),
             order: BTreeMap::new(),
             tick: 0,
+            requests: 0,
             weight: 0,
             limit,
             frequency: None,
@@ -54,20 +58,23 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
         if let Some(sketch) = &mut self.frequency {
             sketch.add(self.hasher.hash_one(key));
         }
-        let (value, tick, _) = self.entries.get_mut(key)?;
+        self.requests += 1;
+        let (value, tick, _, touched) = self.entries.get_mut(key)?;
         self.order.remove(tick);
         self.tick += 1;
         *tick = self.tick;
+        *touched = self.requests;
         self.order.insert(self.tick, key.clone());
         Some(value.clone())
     }
 
     /// Inserts `value` weighing `weight` and returns whether it was kept. Over the limit,
-    /// the least recently used entries make room only while the new key was asked for
-    /// more often than each of them; otherwise the new value is not kept. A value heavier
-    /// than the limit is never kept.
+    /// the least recently used entries make room only while each is idle (untouched for
+    /// twice as many requests as there are entries: a scan that reads it again would have
+    /// come back by then) or the new key was asked for more often; otherwise the new
+    /// value is not kept. A value heavier than the limit is never kept.
     pub(crate) fn insert(&mut self, key: K, value: V, weight: usize) -> bool {
-        if let Some((_, tick, w)) = self.entries.remove(&key) {
+        if let Some((_, tick, w, _)) = self.entries.remove(&key) {
             self.order.remove(&tick);
             self.weight -= w;
         }
@@ -81,18 +88,23 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
             // The victims, oldest first, until the new value fits.
             let mut freed = 0;
             let mut victims = Vec::new();
-            for (_, old) in self.order.iter() {
+            let idle_after = 2 * entries as u64;
+            for old in self.order.values() {
                 if self.weight - freed + weight <= self.limit {
                     break;
                 }
-                if sketch.estimate(self.hasher.hash_one(old)) >= wanted {
+                let Some((_, _, w, touched)) = self.entries.get(old) else {
+                    continue;
+                };
+                let idle = self.requests - touched > idle_after;
+                if !idle && sketch.estimate(self.hasher.hash_one(old)) >= wanted {
                     return false;
                 }
-                freed += self.entries.get(old).map_or(0, |(_, _, w)| *w);
+                freed += *w;
                 victims.push(old.clone());
             }
             for old in victims {
-                if let Some((_, tick, w)) = self.entries.remove(&old) {
+                if let Some((_, tick, w, _)) = self.entries.remove(&old) {
                     self.order.remove(&tick);
                     self.weight -= w;
                 }
@@ -100,19 +112,22 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
         }
         self.tick += 1;
         self.order.insert(self.tick, key.clone());
-        self.entries.insert(key, (value, self.tick, weight));
+        self.entries
+            .insert(key, (value, self.tick, weight, self.requests));
         self.weight += weight;
         true
     }
 }
 
-/// A count-min sketch of recent requests: four rows of counters up to 15, halved
-/// every ten times as many requests as it has counters, so old popularity fades.
+/// A count-min sketch of recent requests: four rows of counters up to 15, halved every
+/// ten requests per entry of the map, so old popularity fades.
 #[derive(Debug)]
 struct Sketch {
     counters: Vec<u8>,
     mask: u64,
     added: usize,
+    /// Requests between halvings: ten per entry, as TinyLFU samples.
+    period: usize,
 }
 
 impl Sketch {
@@ -125,6 +140,7 @@ impl Sketch {
             counters: vec![0; width * Self::ROWS],
             mask: width as u64 - 1,
             added: 0,
+            period: entries.max(16) * 10,
         }
     }
 
@@ -142,7 +158,7 @@ impl Sketch {
             self.counters[slot] = (self.counters[slot] + 1).min(15);
         }
         self.added += 1;
-        if self.added >= self.counters.len() / Self::ROWS * 10 {
+        if self.added >= self.period {
             self.added = 0;
             self.counters.iter_mut().for_each(|c| *c /= 2);
         }
@@ -347,6 +363,23 @@ mod tests {
         }
         // A plain LRU hits nothing here: each pass evicts what the next reads first.
         assert!(hits >= 90, "{hits} hits of 150 with room for 100");
+    }
+
+    #[test]
+    fn entries_no_longer_read_give_way_to_new_ones() {
+        let mut lru = Lru::new(10);
+        for key in 0..11 {
+            read(&mut lru, key, 1);
+        }
+        // Counted to the top while the sketch exists, then never read again.
+        for _ in 0..20 {
+            (0..10).for_each(|key| _ = read(&mut lru, key, 1));
+        }
+        for _ in 0..3 {
+            (100..110).for_each(|key| _ = read(&mut lru, key, 1));
+        }
+        let kept = (100..110).filter(|key| lru.get(key).is_some()).count();
+        assert_eq!(kept, 10);
     }
 
     #[test]
