@@ -22,8 +22,9 @@ const DV_BYTES: usize = 64 * 1024 * 1024;
 
 /// A least-recently-used map bounded by a weight, which admits a new entry over the limit
 /// only when its key has been asked for more often of late than the entry it would
-/// evict (TinyLFU's admission). A plain LRU keeps nothing a scan of more files than fit
-/// comes back for: each pass evicts what the next one reads first.
+/// evict (TinyLFU's admission) or that entry has gone unread for a while. A plain LRU
+/// keeps nothing a scan of more files than fit comes back for: each pass evicts what the
+/// next one reads first.
 #[derive(Debug)]
 pub(crate) struct Lru<K, V> {
     /// Value, place in `order`, weight, and the request that last touched it.
