@@ -75,6 +75,11 @@ impl Manifest {
 /// Commits between the manifest's checkpoints.
 const MANIFEST_CHECKPOINT_INTERVAL: &str = "4";
 
+/// How long the manifest's log keeps commits for time travel: a catalog takes tens of
+/// mutations a second, and no reader of it travels far back, so its log cleanup (after
+/// every checkpoint) keeps an hour rather than Delta's 30 days.
+const MANIFEST_LOG_RETENTION: &str = "interval 1 hours";
+
 /// The largest deletion vector of a manifest page kept inline in the log, in bytes.
 const MANIFEST_DV_INLINE_BYTES: usize = 2048;
 
@@ -102,6 +107,10 @@ async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> R
         // on the slowest: fewer commits between checkpoints, a shorter wait. Manifest
         // checkpoints are small and written in the background.
         .with_property("delta.checkpointInterval", MANIFEST_CHECKPOINT_INTERVAL)
+        .with_property(
+            tarn::protocol::properties::LOG_RETENTION,
+            MANIFEST_LOG_RETENTION,
+        )
         .with_property(LAYOUT_PROPERTY, layout_text(options.layout))
         // Small pages of new keys (a batch's worth) get no index segments of their own:
         // reading a few rows is as cheap as an index lookup, and it saves each such

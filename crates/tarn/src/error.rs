@@ -330,6 +330,21 @@ pub enum Error {
         url: String,
     },
 
+    /// A restore needs files of the old version that are no longer in the store (a
+    /// vacuum removed them); nothing was committed.
+    #[error(
+        "cannot restore version {version}: {} file(s) it needs are gone (vacuumed?), \
+         first {:?}",
+        missing.len(),
+        missing.first()
+    )]
+    RestoreFilesMissing {
+        /// The version the restore went back to.
+        version: i64,
+        /// The data and deletion-vector files missing, as the log names them, sorted.
+        missing: Vec<String>,
+    },
+
     /// A data file could not be read or written as Parquet.
     #[error("Parquet error on {path:?}: {source}")]
     Parquet {
@@ -612,6 +627,18 @@ impl Error {
             }),
             _ => None,
         }
+    }
+
+    /// Whether this is a store operation that found no object (a log file a cleanup
+    /// deleted after a listing showed it).
+    pub(crate) fn is_missing_object(&self) -> bool {
+        matches!(
+            self,
+            Error::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }
+        )
     }
 
     pub(crate) fn store(

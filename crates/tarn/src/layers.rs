@@ -22,7 +22,9 @@ const LAYERS: &[&[&str]] = &[
     &["table"],
     &["indexing"],
     &["write"],
-    &["changes", "create", "vacuum"],
+    &[
+        "changes", "cleanup", "create", "describe", "history", "restore", "vacuum",
+    ],
     &["dml"],
     &["optimize"],
 ];

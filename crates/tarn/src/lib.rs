@@ -43,7 +43,8 @@
 //! expressions). Everything else is reached from the crate root, starting at a [`Table`]:
 //! its [`Snapshot`], a [`Scan`], a [`Transaction`], and the operations ([`WriteBuilder`],
 //! [`DeleteBuilder`], [`UpdateBuilder`], [`MergeBuilder`], [`OptimizeBuilder`],
-//! [`VacuumBuilder`]). `docs/architecture.md` maps the modules and their layers.
+//! [`VacuumBuilder`], [`RestoreBuilder`]) and the table's [`history`](Table::history).
+//! `docs/architecture.md` maps the modules and their layers.
 
 pub mod clock;
 pub mod expr;
@@ -52,11 +53,14 @@ pub mod protocol;
 mod background;
 mod cache;
 mod changes;
+mod cleanup;
 mod conform;
 mod create;
+mod describe;
 mod dml;
 mod dv;
 mod error;
+mod history;
 mod index;
 mod indexing;
 #[cfg(test)]
@@ -65,6 +69,7 @@ mod log;
 mod optimize;
 mod paths;
 mod reader;
+mod restore;
 mod scan;
 mod snapshot;
 mod stats;
@@ -76,17 +81,21 @@ mod write;
 
 pub use background::settle_background_work;
 pub use changes::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
+pub use cleanup::LogCleanupBuilder;
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock};
 pub use create::CreateBuilder;
+pub use describe::TableDetail;
 pub use dml::{
     DEFAULT_MERGE_MEMORY_LIMIT, DeleteBuilder, DmlMetrics, DmlOutcome, MergeBuilder, UpdateBuilder,
 };
 pub use error::{ConflictReason, Error, Result, UnknownCommit};
+pub use history::CommitRecord;
 pub use index::{IndexDefinition, IndexKind, IndexMode, IndexOptions, IndexSegment, IndexUse};
 pub use indexing::{CreateIndexBuilder, IndexInfo, OptimizeIndicesOutcome};
 pub use log::checkpoint_write::CheckpointWritten;
 pub use optimize::{OptimizeBuilder, OptimizeOutcome};
 pub use protocol::properties::ChangeStrategy;
+pub use restore::{RestoreBuilder, RestoreOutcome};
 pub use scan::{
     ColumnStatistics, CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES,
     MAX_CONCURRENCY, MinMaxOutcome, RecordBatchStream, Scan, ScanPlan,
@@ -95,8 +104,8 @@ pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::{Table, VersionInfo};
 pub use tarn_store::{StoreLocation, StoreOptions};
 pub use txn::{
-    CheckpointTask, CommitOutcome, ENGINE_INFO, IsolationLevel, Resolution, RetryPolicy, Settle,
-    Transaction, Writer,
+    CheckpointTask, CommitOutcome, ENGINE_INFO, IsolationLevel, LogCleanupOutcome, Resolution,
+    RetryPolicy, Settle, Transaction, Writer,
 };
 pub use vacuum::{VacuumBuilder, VacuumOutcome};
 pub use write::{SchemaMode, WriteBuilder, WriteMode, WriteOutcome};
@@ -119,6 +128,8 @@ mod doc_examples {
     struct Features;
     #[doc = include_str!("../../../docs/architecture.md")]
     struct Architecture;
+    #[doc = include_str!("../../../docs/operations.md")]
+    struct Operations;
 }
 
 /// Opens the table at `url` at its latest version. See [`Table::open`].
@@ -152,6 +163,12 @@ mod send_tests {
         spawnable(async move { t.optimize().execute().await });
         let t = table.clone();
         spawnable(async move { t.vacuum().execute().await });
+        let mut t = table.clone();
+        spawnable(async move { t.restore().to_version(0).execute().await });
+        let t = table.clone();
+        spawnable(async move { t.history(None).await });
+        let t = table.clone();
+        spawnable(async move { t.cleanup_log().execute().await });
         let t = table.clone();
         spawnable(async move { t.scan().collect().await });
         let t = table.clone();

@@ -203,3 +203,26 @@ async fn concurrent_writers_never_hand_out_a_value_twice() {
     assert!(all.iter().all(|v| (v - 100) % 10 == 0));
     eprintln!("{conflicts} conflicts retried");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_keeps_the_mark_so_no_value_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_schema(identity_schema(false))
+        .execute()
+        .await
+        .unwrap();
+    table.append([values(0..3)]).await.unwrap();
+    table.append([values(3..5)]).await.unwrap();
+    assert_eq!(mark(&table), Some(140));
+    // Back to version 1, whose schema's mark was 120: the mark stays at 140.
+    table.restore().to_version(1).execute().await.unwrap();
+    assert_eq!(ids(&table).await, [100, 110, 120]);
+    assert_eq!(mark(&table), Some(140));
+    table.append([values(5..7)]).await.unwrap();
+    assert_eq!(ids(&table).await, [100, 110, 120, 150, 160]);
+    // And back to before any row: no mark in that schema, the current one kept.
+    table.restore().to_version(0).execute().await.unwrap();
+    table.append([values(7..8)]).await.unwrap();
+    assert_eq!(ids(&table).await, [170]);
+}

@@ -21,6 +21,8 @@ mod identity;
 mod in_commit_timestamps;
 mod indices;
 mod large_files;
+mod log_cleanup;
+mod operations;
 mod path_escapes;
 mod planning;
 mod ranged_merges;

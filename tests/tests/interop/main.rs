@@ -7,6 +7,7 @@
 
 mod duckdb;
 mod interop;
+mod operations;
 mod spark;
 mod spark_catalog;
 mod spark_features;

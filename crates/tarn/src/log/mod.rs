@@ -3,6 +3,7 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_write;
+pub(crate) mod cleanup;
 mod file_actions;
 mod projected;
 #[cfg(test)]
@@ -61,8 +62,6 @@ pub(crate) struct LogListing {
     pub(crate) commits: BTreeMap<i64, ObjectMeta>,
     /// Complete checkpoints by version (one per version).
     pub(crate) checkpoints: BTreeMap<i64, CheckpointFiles>,
-    /// Whether the listing started at version 0 (so it is complete).
-    pub(crate) from_start: bool,
     /// Group-commit proposals waiting in `_tarn_proposals/`, whatever their base.
     pub(crate) proposals: Vec<ProposalRef>,
     /// Group-commit claims in `_tarn_claims/`: the version each claims, and the object.
@@ -191,10 +190,7 @@ pub(crate) async fn list_whole_log_if_short(
 
 /// Groups the objects of a log listing by version, from `start` on.
 fn group_listing(dir: &Path, listed: Vec<ObjectMeta>, start: i64) -> LogListing {
-    let mut listing = LogListing {
-        from_start: start <= 0,
-        ..Default::default()
-    };
+    let mut listing = LogListing::default();
     let mut parts: BTreeMap<(i64, u32), BTreeMap<u32, ObjectMeta>> = BTreeMap::new();
     let depth = dir.parts_count() + 1;
     for meta in listed {
@@ -363,11 +359,15 @@ impl LogSegment {
                         .map(|(k, _)| *k)
                         .collect();
                     if checkpoint.is_none() && v == 0 && !listing.commits.is_empty() {
+                        let oldest = listing.checkpoints.keys().next().copied();
                         return Err(Error::VersionNotFound {
                             version,
-                            reason: "the log has no commit 0 and no checkpoint to start from \
-                                     (older commits were cleaned up)"
-                                .into(),
+                            reason: format!(
+                                "it is older than the log keeps: commits before it were \
+                                 cleaned up (delta.logRetentionDuration) and no checkpoint at \
+                                 or below it is left; the oldest version readable is {}",
+                                oldest.map_or("unknown".to_string(), |c| c.to_string())
+                            ),
                         });
                     }
                     return Err(Error::VersionGap { missing: v, found });
@@ -493,10 +493,7 @@ mod tests {
     }
 
     fn listing(names: &[&str]) -> LogListing {
-        let mut l = LogListing {
-            from_start: true,
-            ..Default::default()
-        };
+        let mut l = LogListing::default();
         for n in names {
             let parsed = parse_log_file_name(n).unwrap();
             match parsed.kind {

@@ -11,6 +11,11 @@ use crate::protocol::Metadata;
 pub const CHECKPOINT_INTERVAL: &str = "delta.checkpointInterval";
 /// `delta.deletedFileRetentionDuration`
 pub const DELETED_FILE_RETENTION: &str = "delta.deletedFileRetentionDuration";
+/// `delta.logRetentionDuration`: how long commits and checkpoints are kept for time
+/// travel before log cleanup may delete them.
+pub const LOG_RETENTION: &str = "delta.logRetentionDuration";
+/// `delta.enableExpiredLogCleanup`: whether log cleanup runs after each checkpoint.
+pub const ENABLE_EXPIRED_LOG_CLEANUP: &str = "delta.enableExpiredLogCleanup";
 /// `delta.dataSkippingNumIndexedCols`
 pub const NUM_INDEXED_COLS: &str = "delta.dataSkippingNumIndexedCols";
 /// `delta.checkpoint.writeStatsAsJson`
@@ -127,6 +132,22 @@ impl<'a> TableProperties<'a> {
         self.get(DELETED_FILE_RETENTION)
             .and_then(parse_interval)
             .unwrap_or(Duration::from_secs(7 * 24 * 3600))
+    }
+
+    /// How long the log keeps commits and checkpoints for time travel
+    /// (`delta.logRetentionDuration`, default 30 days).
+    pub fn log_retention(&self) -> Duration {
+        self.get(LOG_RETENTION)
+            .and_then(parse_interval)
+            .unwrap_or(Duration::from_secs(30 * 24 * 3600))
+    }
+
+    /// Whether log cleanup runs after each checkpoint (`delta.enableExpiredLogCleanup`,
+    /// default true).
+    pub fn expired_log_cleanup(&self) -> bool {
+        !self
+            .get(ENABLE_EXPIRED_LOG_CLEANUP)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
     }
 
     /// How many leading columns get statistics (default 32; -1 means all).

@@ -98,11 +98,30 @@ impl SnapshotBuilder {
                 name: "at_version / at_timestamp",
                 reason: "give a version or a timestamp, not both".into(),
             }),
-            (_, Some(ts)) => Snapshot::at_timestamp(self.location, ts).await,
-            (version, None) => Snapshot::load(self.location, version).await,
+            (version, timestamp) => {
+                // A log cleanup may delete what a listing showed before it is read (only
+                // below a checkpoint it keeps): list and read again.
+                let mut tries = 0;
+                loop {
+                    let location = self.location.clone();
+                    let result = match timestamp {
+                        Some(ts) => Snapshot::at_timestamp(location, ts).await,
+                        None => Snapshot::load(location, version).await,
+                    };
+                    match result {
+                        Err(e) if tries < LOG_RACE_RETRIES && e.is_missing_object() => {
+                            tries += 1;
+                        }
+                        other => return other,
+                    }
+                }
+            }
         }
     }
 }
+
+/// How many times a snapshot is built again after a log file it listed went missing.
+const LOG_RACE_RETRIES: u32 = 4;
 
 impl Snapshot {
     /// A builder for the snapshot of the table at `location`.
@@ -180,9 +199,9 @@ impl Snapshot {
                     // Rebuild from an older checkpoint or from the commits, as Delta readers do.
                     corrupt.get_or_insert(e);
                     excluded.push(bad);
-                    if !listing.from_start {
-                        listing = list_log(location.store().as_ref(), location.root(), 0).await?;
-                    }
+                    // List again, from the start: a checkpoint gone missing may have been
+                    // removed by a log cleanup that kept a newer one.
+                    listing = list_log(location.store().as_ref(), location.root(), 0).await?;
                 }
                 (other, _) => return other.inspect(|s| s.note_listing(&listing)),
             }
@@ -335,8 +354,15 @@ impl Snapshot {
         if commits.is_empty() {
             return Self::load(self.location.clone(), None).await;
         }
+        let bodies = match read_commits(store, &commits).await {
+            // A log cleanup removed commits this handle is far behind on.
+            Err(e) if e.is_missing_object() => {
+                return Self::builder(self.location.clone()).build().await;
+            }
+            other => other?,
+        };
         let mut state = (*self.state).clone();
-        for actions in read_commits(store, &commits).await? {
+        for actions in bodies {
             state.apply_commit(&self.location, actions);
         }
         let timestamp = commits

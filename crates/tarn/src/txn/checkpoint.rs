@@ -88,17 +88,21 @@ pub(crate) fn maybe_checkpoint(
 }
 
 /// Writes a classic checkpoint of `snapshot` and points `_last_checkpoint` at it;
-/// tombstones older than the retention period at `now_ms` are left out.
+/// tombstones older than the retention period at `now_ms` are left out. Then cleans the
+/// log of what the retention no longer keeps (`super::log_cleanup`), as Delta does after a
+/// checkpoint; that cleanup's failure does not fail the checkpoint.
 pub(crate) async fn checkpoint(snapshot: &Snapshot, now_ms: i64) -> Result<CheckpointWritten> {
     let location = snapshot.location();
-    write_checkpoint(
+    let written = write_checkpoint(
         location.store().as_ref(),
         location.root(),
         snapshot.version(),
         snapshot.checkpoint_actions(now_ms),
         layout_of(snapshot),
     )
-    .await
+    .await?;
+    super::log_cleanup::after_checkpoint(snapshot).await;
+    Ok(written)
 }
 
 /// The checkpoint columns `snapshot`'s table asks for: typed statistics and partition

@@ -205,6 +205,17 @@ pub(crate) fn forget_decided(
     group::forget(Arc::clone(snapshot.location().store()), paths);
 }
 
+/// The listed claims of versions at least [`LEFTOVER_CLAIM_AGE`] behind `latest`: their
+/// holders crashed or failed before deleting them, as a live holder deletes its own right
+/// after its commit.
+pub(crate) fn leftover_claims(listed: &[(i64, Path)], latest: i64) -> Vec<Path> {
+    listed
+        .iter()
+        .filter(|(v, _)| *v <= latest - LEFTOVER_CLAIM_AGE)
+        .map(|(_, p)| p.clone())
+        .collect()
+}
+
 /// The claims a writer deletes once decided at `latest`: its own, and the listed ones
 /// whose holder has had [`LEFTOVER_CLAIM_AGE`] versions to delete them.
 fn claims_to_delete(

@@ -160,6 +160,32 @@ pub(crate) fn fill_identity(
     Ok((out, drew.then_some(schema)))
 }
 
+/// Carries `current`'s identity high-water marks into `restored` (an older schema of the
+/// same table), keeping whichever mark is further along each column's step: values drawn
+/// since that schema must never be drawn again. Columns `current` lacks keep their mark.
+pub(crate) fn keep_high_water_marks(restored: &mut StructType, current: &StructType) {
+    for field in &mut restored.fields {
+        let Ok(Some(identity)) = Identity::of(field) else {
+            continue;
+        };
+        let now = current
+            .fields
+            .iter()
+            .find(|f| f.name == field.name)
+            .and_then(|f| Identity::of(f).ok().flatten())
+            .and_then(|i| i.high_water_mark);
+        let mark = match (identity.high_water_mark, now) {
+            (Some(old), Some(now)) if identity.step > 0 => old.max(now),
+            (Some(old), Some(now)) => old.min(now),
+            (old, now) => match old.or(now) {
+                Some(mark) => mark,
+                None => continue,
+            },
+        };
+        field.metadata.insert(HIGH_WATER_MARK.into(), mark.into());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
