@@ -6,6 +6,7 @@
 
 pub mod answers;
 pub mod catalog;
+pub mod catalog_log;
 pub mod cdc;
 pub mod compare;
 pub mod concurrency;

@@ -102,6 +102,17 @@ enum Command {
         #[arg(long)]
         no_refresh: bool,
     },
+    /// A catalog taking many mutations, one commit each, with log cleanup on and off:
+    /// the objects under the manifest's log and a cold open at every tenth of the way.
+    /// Not part of `all`.
+    CatalogLog {
+        /// Mutations per catalog (default 100,000 times `--scale`).
+        #[arg(long)]
+        mutations: Option<usize>,
+        /// The manifest's `delta.logRetentionDuration` for the run, in seconds.
+        #[arg(long, default_value_t = 60)]
+        retention_secs: u64,
+    },
     /// One measured step of `compare` on Tarn, in this process (what `compare` runs).
     #[command(hide = true)]
     Step {
@@ -171,6 +182,20 @@ async fn main() -> Result<(), BenchError> {
                 bench.runs,
                 queries,
                 refresh,
+                &mut reporter,
+            )
+            .await?;
+            vec![]
+        }
+        Command::CatalogLog {
+            mutations,
+            retention_secs,
+        } => {
+            let mutations = mutations.unwrap_or(bench.scaled(100_000, 10) as usize);
+            tarn_bench::catalog_log::catalog_log(
+                &bench,
+                mutations,
+                std::time::Duration::from_secs(retention_secs),
                 &mut reporter,
             )
             .await?;
