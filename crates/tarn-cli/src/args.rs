@@ -112,6 +112,9 @@ pub(crate) enum Command {
         /// Only count what would be deleted.
         #[arg(long)]
         dry_run: bool,
+        /// Allow a retention shorter than the table's.
+        #[arg(long)]
+        no_enforce_retention: bool,
         /// The table's URL.
         table: String,
     },

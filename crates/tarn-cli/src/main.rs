@@ -80,7 +80,18 @@ async fn run(cli: Cli) -> Result<()> {
             table,
             retention_hours,
             dry_run,
-        } => table::cleanup(&out, &table, &options, retention_hours, dry_run).await,
+            no_enforce_retention,
+        } => {
+            table::cleanup(
+                &out,
+                &table,
+                &options,
+                retention_hours,
+                dry_run,
+                !no_enforce_retention,
+            )
+            .await
+        }
         Command::Restore {
             table,
             to_version,

@@ -373,7 +373,7 @@ pub(crate) async fn vacuum(
         .with_dry_run(dry_run)
         .with_enforce_retention(enforce_retention);
     if let Some(hours) = retention_hours {
-        builder = builder.with_retention(Duration::from_secs(hours * 3600));
+        builder = builder.with_retention(hours_to_duration(hours)?);
     }
     let spinner = Spinner::start(out, "vacuuming");
     let v = builder.execute().await?;
@@ -423,11 +423,15 @@ pub(crate) async fn cleanup(
     options: &StoreOptions,
     retention_hours: Option<u64>,
     dry_run: bool,
+    enforce_retention: bool,
 ) -> Result<()> {
     let table = open(url, options, None).await?;
-    let mut builder = table.cleanup_log().with_dry_run(dry_run);
+    let mut builder = table
+        .cleanup_log()
+        .with_dry_run(dry_run)
+        .with_enforce_retention(enforce_retention);
     if let Some(hours) = retention_hours {
-        builder = builder.with_retention(Duration::from_secs(hours * 3600));
+        builder = builder.with_retention(hours_to_duration(hours)?);
     }
     let c = builder.execute().await?;
     out.record(
@@ -514,6 +518,16 @@ pub(crate) async fn restore(
             ),
         ],
     )
+}
+
+/// `hours` as a duration.
+///
+/// Fails with [`CliError::Usage`] when it does not fit.
+fn hours_to_duration(hours: u64) -> Result<Duration> {
+    hours
+        .checked_mul(3600)
+        .map(Duration::from_secs)
+        .ok_or_else(|| CliError::Usage(format!("{hours} hours is too long a retention")))
 }
 
 /// A time as RFC 3339 or milliseconds since the epoch.

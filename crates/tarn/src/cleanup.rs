@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::features::ensure_writable;
 use crate::table::Table;
 use crate::txn::{LogCleanupOutcome, cleanup_log};
@@ -17,6 +17,7 @@ pub struct LogCleanupBuilder<'a> {
     table: &'a Table,
     retention: Option<Duration>,
     dry_run: bool,
+    enforce_retention: bool,
 }
 
 impl Table {
@@ -26,6 +27,7 @@ impl Table {
             table: self,
             retention: None,
             dry_run: false,
+            enforce_retention: true,
         }
     }
 }
@@ -36,6 +38,15 @@ impl LogCleanupBuilder<'_> {
     /// stay readable.
     pub fn with_retention(mut self, retention: Duration) -> Self {
         self.retention = Some(retention);
+        self
+    }
+
+    /// Whether a retention shorter than the table's is refused (default: yes). A writer
+    /// checks that the log still holds the commits after its snapshot only once the
+    /// snapshot is half the table's retention old; a shorter cleanup can reach younger
+    /// snapshots, whose next commit could then land where no reader looks.
+    pub fn with_enforce_retention(mut self, enforce: bool) -> Self {
+        self.enforce_retention = enforce;
         self
     }
 
@@ -50,15 +61,25 @@ impl LogCleanupBuilder<'_> {
     /// stays readable (its checkpoint and the commits after it are kept), and the newest
     /// checkpoint is never passed. Readers of the newest version are unaffected.
     ///
-    /// Fails with [`Error::Store`](crate::Error::Store) when the log cannot be listed or
-    /// a file deleted (what was deleted stays deleted: only files no kept version
-    /// needs), and with the writer-feature errors when Tarn cannot write the table.
+    /// Fails with [`Error::InvalidArgument`] for a retention shorter than the table's
+    /// unless told otherwise, with [`Error::Store`] when the log cannot be listed or a
+    /// file deleted (what was deleted stays deleted: only files no kept version needs),
+    /// and with the writer-feature errors when Tarn cannot write the table.
     pub async fn execute(self) -> Result<LogCleanupOutcome> {
         let snapshot = self.table.snapshot().refresh().await?;
         ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema())?;
-        let retention = self
-            .retention
-            .unwrap_or_else(|| snapshot.properties().log_retention());
+        let table_retention = snapshot.properties().log_retention();
+        let retention = self.retention.unwrap_or(table_retention);
+        if self.enforce_retention && retention < table_retention {
+            return Err(Error::InvalidArgument {
+                name: "retention",
+                reason: format!(
+                    "{retention:?} is shorter than the table's delta.logRetentionDuration \
+                     ({table_retention:?}); writers holding older snapshots could commit where \
+                     no reader looks. Use with_enforce_retention(false) to clean up anyway"
+                ),
+            });
+        }
         cleanup_log(&snapshot, retention, self.dry_run).await
     }
 }

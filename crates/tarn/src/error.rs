@@ -544,6 +544,12 @@ pub enum ConflictReason {
         /// How many rows both touched.
         rows: u64,
     },
+    /// A log cleanup removed the commits after the version this transaction read (its
+    /// snapshot is older than `delta.logRetentionDuration`): read the table again.
+    LogCleanedUp {
+        /// The version the transaction read.
+        read_version: i64,
+    },
 }
 
 impl std::fmt::Display for ConflictReason {
@@ -586,6 +592,11 @@ impl std::fmt::Display for ConflictReason {
                     "file {file}, which this transaction removes, was removed concurrently"
                 )
             }
+            Self::LogCleanedUp { read_version } => write!(
+                f,
+                "a log cleanup removed the commits after version {read_version}, which this \
+                 transaction read; read the table again"
+            ),
             Self::ConcurrentDeletionVectorOverlap { file, rows } => write!(
                 f,
                 "{rows} rows of file {file} that this transaction changes were deleted concurrently"

@@ -98,7 +98,9 @@ impl RestoreBuilder<'_> {
     /// [`Table::load_timestamp`] do for a version the log no longer holds
     /// ([`Error::VersionNotFound`], [`Error::TimestampOutOfRange`]); with
     /// [`Error::RestoreFilesMissing`] when files the old version needs are gone (a vacuum
-    /// removed them); and as [`Transaction::commit`](crate::Transaction::commit) does.
+    /// removed them); with [`Error::AppendOnly`] when the table is append-only and the
+    /// restore would remove files; and as
+    /// [`Transaction::commit`](crate::Transaction::commit) does.
     /// Nothing is committed when it fails.
     pub async fn execute(self) -> Result<RestoreOutcome> {
         let table = self.table;
@@ -127,6 +129,14 @@ impl RestoreBuilder<'_> {
             }
         };
         let (added, removed) = difference(&old, &current);
+        // An append-only table refuses a restore that takes rows out, as Spark does: the
+        // check is on the table as read, not on the old metadata the restore brings back.
+        if !removed.is_empty() && current.properties().append_only() {
+            return Err(Error::AppendOnly {
+                table: current.location().url().to_string(),
+                operation: "restore".into(),
+            });
+        }
         check_present(&old, &added).await?;
 
         let now = table.clock().now_ms();

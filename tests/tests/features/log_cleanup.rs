@@ -193,11 +193,28 @@ async fn the_retention_and_the_switch_are_the_tables() {
     assert_eq!(outcome.oldest_version, Some(5));
     assert_eq!(commits(dir.path()), (5..=11).collect::<Vec<_>>());
 
-    // A retention given to the call wins over the table's.
+    // A retention given to the call wins over the table's, once allowed to be shorter.
     age_log(dir.path(), 9, 3 * DAY);
+    let err = table
+        .cleanup_log()
+        .with_retention(DAY)
+        .execute()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                name: "retention",
+                ..
+            }
+        ),
+        "{err}"
+    );
     let outcome = table
         .cleanup_log()
         .with_retention(DAY)
+        .with_enforce_retention(false)
         .execute()
         .await
         .unwrap();
@@ -210,6 +227,7 @@ async fn the_retention_and_the_switch_are_the_tables() {
     let outcome = table
         .cleanup_log()
         .with_retention(DAY)
+        .with_enforce_retention(false)
         .execute()
         .await
         .unwrap();
@@ -307,4 +325,72 @@ async fn readers_racing_a_cleanup_with_no_retention_never_fail() {
     );
     let fresh = Table::open(&url).await.unwrap();
     assert_eq!(fresh.version(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_whose_snapshot_the_cleanup_passed_conflicts_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().to_str().unwrap();
+    let mut table = Table::create(url)
+        .with_arrow_schema(&sales_schema())
+        .with_property("delta.checkpointInterval", "2")
+        .with_property("delta.logRetentionDuration", "interval 1 seconds")
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 10)]).await.unwrap();
+    let mut stale = Table::open(url).await.unwrap();
+    assert_eq!(stale.version(), 1);
+    for i in 1..6 {
+        table
+            .append([sales_batch(i * 10, i * 10 + 10)])
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    for i in 6..8 {
+        let outcome = table
+            .append([sales_batch(i * 10, i * 10 + 10)])
+            .await
+            .unwrap();
+        if let Some(task) = outcome.commit.checkpoint {
+            task.wait().await.unwrap();
+        }
+    }
+    // Version 8's checkpoint cleaned up below checkpoint 6: version 2 is gone.
+    assert!(
+        !commits(dir.path()).contains(&2),
+        "{:?}",
+        commits(dir.path())
+    );
+
+    // Putting version 2 would succeed and never be read: the writer conflicts instead.
+    let err = stale.append([sales_batch(900, 910)]).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Conflict {
+                reason: tarn::ConflictReason::LogCleanedUp { read_version: 1 },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        !commits(dir.path()).contains(&2),
+        "nothing was put at version 2"
+    );
+    // Read again, the same write lands and is read.
+    stale.refresh().await.unwrap();
+    stale.append([sales_batch(900, 910)]).await.unwrap();
+    let fresh = Table::open(url).await.unwrap();
+    let rows: usize = fresh
+        .scan()
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
+    assert_eq!(rows, 90);
 }

@@ -273,6 +273,16 @@ async fn restore_refuses_what_it_cannot_do_and_commits_nothing() {
     let reopened = Table::open(url).await.unwrap();
     assert_eq!(reopened.version(), latest, "nothing was committed");
     assert_eq!(table.version(), latest);
+
+    // An append-only table takes no restore that removes files, whatever the old
+    // version's properties said.
+    let _ = table
+        .set_properties([("delta.appendOnly", "true")])
+        .await
+        .unwrap();
+    let err = table.restore().to_version(1).execute().await.unwrap_err();
+    assert!(matches!(err, Error::AppendOnly { .. }), "{err}");
+    assert_eq!(Table::open(url).await.unwrap().version(), latest + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -66,6 +66,7 @@ async fn run(txn: Transaction) -> Result<CommitOutcome> {
     if txn.actions.is_empty() && txn.fenced.is_empty() {
         return txn.validate_read_only().await;
     }
+    super::kept::ensure_base_kept(&txn.snapshot, txn.clock.now_ms()).await?;
     let mut state = State::start(&txn)?;
     loop {
         let Some(step) = state.next_step(&txn).await else {

@@ -34,6 +34,7 @@ mod group;
 mod group_dv;
 mod group_reads;
 mod ict;
+mod kept;
 mod log_cleanup;
 mod outcome;
 mod policy;
