@@ -1,7 +1,8 @@
 //! Log cleanup on demand: [`Table::cleanup_log`] deletes the commits and checkpoints the
 //! table's `delta.logRetentionDuration` no longer keeps, and the group-commit proposals and
-//! claims of decided versions. The same cleanup runs after every checkpoint unless
-//! `delta.enableExpiredLogCleanup` is `false`.
+//! claims of decided versions. The same cleanup runs after checkpoints (at most once per
+//! tenth of the retention per table handle) unless `delta.enableExpiredLogCleanup` is
+//! `false`.
 
 use std::time::Duration;
 

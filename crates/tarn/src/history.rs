@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use serde_json::Value;
 
 use crate::error::Result;
 use crate::log::versions::commit_timestamps;
-use crate::log::{CommitFile, list_log, read_commits};
+use crate::log::{CommitFile, LOG_READ_CONCURRENCY, list_log, read_commit};
 use crate::protocol::{Action, CommitInfo, Txn};
 use crate::table::Table;
 
@@ -54,7 +55,8 @@ pub struct CommitRecord {
 impl Table {
     /// The commits the log holds up to this handle's version, newest first, at most
     /// `limit` of them (all with `None`). Versions whose commits log cleanup removed are
-    /// not listed; each commit listed is read (several at once).
+    /// not listed, also when a cleanup removes them while they are read; each commit
+    /// listed is read (several at once).
     ///
     /// Fails with [`Error::Store`](crate::Error::Store) when the log cannot be listed or
     /// a commit read, and with [`Error::InvalidCommit`](crate::Error::InvalidCommit) for a
@@ -73,11 +75,29 @@ impl Table {
                 meta: meta.clone(),
             })
             .collect();
-        let bodies = read_commits(location.store().as_ref(), &commits).await?;
+        let store = location.store().as_ref();
+        let bodies: Vec<Option<Vec<Action>>> = futures::stream::iter(commits.iter().cloned())
+            .map(|c| {
+                async move {
+                    match read_commit(store, &c).await {
+                        Ok(actions) => Ok(Some(actions)),
+                        // A cleanup racing this call removed it (oldest first, so the
+                        // newer records stay whole).
+                        Err(e) if e.is_missing_object() => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                }
+                .boxed()
+            })
+            .buffered(LOG_READ_CONCURRENCY)
+            .try_collect()
+            .await?;
         Ok(commits
             .iter()
             .zip(bodies)
-            .map(|(commit, actions)| record(commit.version, times[&commit.version], actions))
+            .filter_map(|(commit, actions)| {
+                actions.map(|a| record(commit.version, times[&commit.version], a))
+            })
             .collect())
     }
 }

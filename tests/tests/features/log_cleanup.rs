@@ -2,7 +2,8 @@
 //! `delta.logRetentionDuration` go after a checkpoint (and on demand), up to the newest
 //! checkpoint old enough, so every version within the retention reads as before and an
 //! older one fails with a typed error that says why; proposals and claims of decided
-//! versions are swept; readers racing a cleanup with no retention at all never fail.
+//! versions are swept; readers racing a cleanup with no retention at all never fail, and
+//! history leaves out the commits a cleanup removes while it reads.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -27,15 +28,21 @@ async fn table_with_commits(dir: &Path, commits: i64, properties: &[(&str, &str)
     }
     let mut table = create.execute().await.unwrap();
     for i in 0..commits {
-        let outcome = table
-            .append([sales_batch(i * 10, i * 10 + 10)])
-            .await
-            .unwrap();
-        if let Some(task) = outcome.commit.checkpoint {
-            task.wait().await.unwrap();
-        }
+        append_waiting(&mut table, i).await;
     }
     table
+}
+
+/// Appends rows `i * 10..i * 10 + 10` and waits for the checkpoint it starts (and the
+/// log cleanup after it), if any.
+async fn append_waiting(table: &mut Table, i: i64) {
+    let outcome = table
+        .append([sales_batch(i * 10, i * 10 + 10)])
+        .await
+        .unwrap();
+    if let Some(task) = outcome.commit.checkpoint {
+        task.wait().await.unwrap();
+    }
 }
 
 /// The versioned files of the log, as (version, file name), sorted.
@@ -85,7 +92,7 @@ fn checkpoints(dir: &Path) -> Vec<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_after_a_checkpoint_keeps_every_version_within_the_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let mut table = table_with_commits(dir.path(), 22, &[]).await;
+    let table = table_with_commits(dir.path(), 22, &[]).await;
     let mut rows = Vec::new();
     for v in 0..=22 {
         rows.push(canonical_rows(
@@ -114,15 +121,11 @@ async fn cleanup_after_a_checkpoint_keeps_every_version_within_the_retention() {
     assert!(dry.dry_run);
     assert_eq!(commits(dir.path()).len(), 23, "a dry run deletes nothing");
 
-    // The next checkpoint (version 25) cleans up on its own.
+    // The next checkpoint (version 25) cleans up on its own, by a handle that has not
+    // cleaned up in the last tenth of the retention (this one did at version 20).
+    let mut table = Table::open(dir.path().to_str().unwrap()).await.unwrap();
     for i in 22..25 {
-        let outcome = table
-            .append([sales_batch(i * 10, i * 10 + 10)])
-            .await
-            .unwrap();
-        if let Some(task) = outcome.commit.checkpoint {
-            task.wait().await.unwrap();
-        }
+        append_waiting(&mut table, i).await;
     }
     assert_eq!(commits(dir.path()), (10..=25).collect::<Vec<_>>());
     assert_eq!(checkpoints(dir.path()), [10, 15, 20, 25]);
@@ -170,6 +173,29 @@ async fn cleanup_after_a_checkpoint_keeps_every_version_within_the_retention() {
     // Nothing more is old enough: a second cleanup deletes nothing.
     let again = table.cleanup_log().execute().await.unwrap();
     assert_eq!((again.commits, again.checkpoints), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_cleans_up_after_checkpoints_at_most_every_tenth_of_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    // Its checkpoint at version 5 cleaned up (nothing was old enough).
+    let mut table = table_with_commits(dir.path(), 5, &[]).await;
+    age_log(dir.path(), 5, 40 * DAY);
+    for i in 5..10 {
+        append_waiting(&mut table, i).await;
+    }
+    assert_eq!(checkpoints(dir.path()), [5, 10]);
+    assert_eq!(
+        commits(dir.path()),
+        (0..=10).collect::<Vec<_>>(),
+        "the same handle waits three days (a tenth of 30) before it lists the log again"
+    );
+    // Another handle (another process, a restart) cleans at its first checkpoint.
+    let mut other = Table::open(dir.path().to_str().unwrap()).await.unwrap();
+    for i in 10..15 {
+        append_waiting(&mut other, i).await;
+    }
+    assert_eq!(commits(dir.path()), (5..=15).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,13 +328,7 @@ async fn readers_racing_a_cleanup_with_no_retention_never_fail() {
         }));
     }
     for i in 1..60 {
-        let outcome = table
-            .append([sales_batch(i * 10, i * 10 + 10)])
-            .await
-            .unwrap();
-        if let Some(task) = outcome.commit.checkpoint {
-            task.wait().await.unwrap();
-        }
+        append_waiting(&mut table, i).await;
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     for reader in readers {
@@ -349,13 +369,7 @@ async fn a_writer_whose_snapshot_the_cleanup_passed_conflicts_and_loses_nothing(
     }
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     for i in 6..8 {
-        let outcome = table
-            .append([sales_batch(i * 10, i * 10 + 10)])
-            .await
-            .unwrap();
-        if let Some(task) = outcome.commit.checkpoint {
-            task.wait().await.unwrap();
-        }
+        append_waiting(&mut table, i).await;
     }
     // Version 8's checkpoint cleaned up below checkpoint 6: version 2 is gone.
     assert!(
@@ -393,4 +407,34 @@ async fn a_writer_whose_snapshot_the_cleanup_passed_conflicts_and_loses_nothing(
         .map(|b| b.num_rows())
         .sum();
     assert_eq!(rows, 90);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_skips_commits_a_cleanup_removes_while_it_reads() {
+    use std::sync::Arc;
+    use tarn_store::{Fault, FaultOp, FaultRule, FaultStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let _ = table_with_commits(dir.path(), 4, &[]).await;
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let faulty = FaultStore::new(Arc::clone(location.store()), 7);
+    let faults = faulty.control();
+    let table = Table::open_at(location.with_store(Arc::new(faulty)))
+        .await
+        .unwrap();
+    // History lists versions 0..=4, then its GET of version 0 waits while a cleanup
+    // removes that version (the oldest goes first).
+    faults.add_rule(
+        FaultRule::new(FaultOp::Get, Fault::Hold).with_glob(format!("*_delta_log/{:020}.json", 0)),
+    );
+    let gate = faults.gate();
+    let reading = tokio::spawn(async move { table.history(None).await });
+    gate.arrived(Duration::from_secs(60))
+        .await
+        .expect("history never read version 0");
+    std::fs::remove_file(dir.path().join(format!("_delta_log/{:020}.json", 0))).unwrap();
+    gate.open();
+    let history = reading.await.unwrap().unwrap();
+    let versions: Vec<i64> = history.iter().map(|r| r.version).collect();
+    assert_eq!(versions, vec![4, 3, 2, 1]);
 }

@@ -3,7 +3,8 @@
 //! checkpoint unless `delta.enableExpiredLogCleanup` is `false`, and on demand
 //! ([`Table::cleanup_log`](crate::Table::cleanup_log)).
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use object_store::ObjectStoreExt;
 
@@ -85,13 +86,36 @@ pub(crate) async fn cleanup_log(
     Ok(outcome)
 }
 
-/// The cleanup that follows a checkpoint of `snapshot`, when the table allows it. Its
-/// failure is not the checkpoint's: the next one tries again.
+/// When the cleanups after this handle's checkpoints last ran.
+#[derive(Default)]
+struct LastCleanup(Mutex<Option<Instant>>);
+
+/// The fraction of the retention a handle waits between its cleanups after checkpoints:
+/// the log holds at most a tenth more than the retention asks, and a writer that
+/// checkpoints every few commits does not list the whole log at each.
+const CLEANUP_SPACING: u32 = 10;
+
+/// The cleanup that follows a checkpoint of `snapshot`, when the table allows it and this
+/// handle has not cleaned within a tenth of the retention. Its failure is not the
+/// checkpoint's: the next one tries again.
 pub(crate) async fn after_checkpoint(snapshot: &Snapshot) {
     let properties = snapshot.properties();
     let writable =
         ensure_writable(snapshot.protocol(), snapshot.metadata(), snapshot.schema()).is_ok();
-    if writable && properties.expired_log_cleanup() {
-        let _ = cleanup_log(snapshot, properties.log_retention(), false).await;
+    if !writable || !properties.expired_log_cleanup() {
+        return;
+    }
+    let retention = properties.log_retention();
+    let last = snapshot.caches().shared::<LastCleanup>();
+    {
+        let mut last = last.0.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|at| at.elapsed() < retention / CLEANUP_SPACING) {
+            return;
+        }
+        *last = Some(Instant::now());
+    }
+    if cleanup_log(snapshot, retention, false).await.is_err() {
+        // Let the next checkpoint try again.
+        *last.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
