@@ -1,5 +1,6 @@
 //! Row tracking (the `rowTracking` writer feature): every file Tarn adds gets row ids above
-//! the table's high-water mark and its commit's version, files it keeps keep theirs,
+//! the table's high-water mark and its commit's version, files it keeps (or a restore
+//! adds back) keep theirs,
 //! concurrent writers never share an id, and turning the feature on gives every file ids.
 //! Spark's side (its `_metadata.row_id` over Tarn's and Spark's writes) is at the end.
 
@@ -426,6 +427,36 @@ async fn turning_row_tracking_on_gives_every_file_ids() {
     );
     let older = snapshot_at(dir.path(), enabled.version - 1).await;
     assert_eq!(older.file_count(), 2);
+}
+
+#[tokio::test]
+async fn restored_files_take_back_their_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = tracked_table(dir.path()).await;
+    table.append([sales_batch(0, 30)]).await.unwrap();
+    table.append([sales_batch(30, 40)]).await.unwrap();
+    let before = row_ranges(table.snapshot());
+    let target = table.version();
+    table
+        .delete(col("id").lt(lit(30i64)))
+        .with_strategy(ChangeStrategy::CopyOnWrite)
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(40, 50)]).await.unwrap();
+    let mark = high_water_mark(table.snapshot());
+    assert_eq!(mark, 49);
+
+    // The files added back are the ones with ids 0..30 and 30..40, as Spark's RESTORE
+    // re-adds them: same ids, same commit versions, and the mark does not move.
+    table.restore().to_version(target).execute().await.unwrap();
+    assert_eq!(row_ranges(table.snapshot()), before);
+    assert_eq!(high_water_mark(table.snapshot()), mark);
+    assert_ids_unique_under_mark(table.snapshot(), "restore");
+    // A later append still takes ids above the mark.
+    table.append([sales_batch(50, 55)]).await.unwrap();
+    assert_ids_unique_under_mark(table.snapshot(), "append after restore");
+    assert_eq!(high_water_mark(table.snapshot()), 54);
 }
 
 /// Spark's `_metadata.row_id` and `_metadata.row_commit_version` of every row, by id.

@@ -99,6 +99,14 @@ fn supported(base: &Snapshot, actions: &[Action]) -> bool {
         .has_writer_feature("rowTracking")
 }
 
+/// Whether `add` (of `rows` rows) arrives with ids this table assigned before, all at or
+/// under the high-water mark `mark`, and keeps them: a file added back as it was (a
+/// restore). Its missing commit version, if any, is left as it was written.
+fn restored_ids(add: &Add, rows: i64, mark: i64) -> bool {
+    add.base_row_id
+        .is_some_and(|base| base >= 0 && base.saturating_add(rows) - 1 <= mark)
+}
+
 /// Gives the `add` and `remove` actions of a commit at `version` on `base` their row ids
 /// and commit versions and appends the raised high-water mark, when the table tracks
 /// rows. Returns `None` when it does not, else whether the stable ids of every copied or
@@ -136,6 +144,11 @@ pub(crate) fn assign(
                     continue;
                 }
                 let rows = rows_of(add, version)?;
+                // A file a restore adds back keeps the ids it had, as Spark's RESTORE
+                // keeps them: they were assigned under the mark and are no longer live.
+                if restored_ids(add, rows, start) {
+                    continue;
+                }
                 add.base_row_id = Some(mark + 1);
                 add.default_row_commit_version = Some(version);
                 mark += rows;
