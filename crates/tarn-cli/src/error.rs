@@ -114,14 +114,68 @@ fn catalog_code(error: &tarn_catalog::Error) -> u8 {
 
 fn sql_code(error: &DataFusionError) -> u8 {
     match error {
-        DataFusionError::SQL(..) | DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
-            code::INVALID
+        DataFusionError::SQL(..)
+        | DataFusionError::Plan(_)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::Configuration(_) => code::INVALID,
+        DataFusionError::NotImplemented(_) => code::UNSUPPORTED,
+        DataFusionError::ObjectStore(_) => code::STORE,
+        DataFusionError::External(e) => {
+            if let Some(e) = e.downcast_ref::<tarn::Error>() {
+                table_code(e)
+            } else if let Some(e) = e.downcast_ref::<tarn_catalog::Error>() {
+                catalog_code(e)
+            } else if let Some(e) = e.downcast_ref::<DataFusionError>() {
+                sql_code(e)
+            } else {
+                code::OTHER
+            }
         }
-        DataFusionError::External(e) => match e.downcast_ref::<tarn::Error>() {
-            Some(e) => table_code(e),
-            None => code::OTHER,
-        },
-        DataFusionError::Context(_, inner) => sql_code(inner),
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            sql_code(inner)
+        }
+        DataFusionError::Shared(inner) => sql_code(inner),
+        // The first failure of a collection decides, as DataFusion's own message leads
+        // with it.
+        DataFusionError::Collection(all) => all.first().map_or(code::OTHER, sql_code),
         _ => code::OTHER,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn wrapped_sql_errors_keep_their_codes() {
+        let plan = || DataFusionError::Plan("no such column".into());
+        let missing = || {
+            DataFusionError::External(Box::new(tarn::Error::TableNotFound {
+                url: "file:///nowhere".into(),
+                reason: "no _delta_log".into(),
+            }))
+        };
+        assert_eq!(sql_code(&plan()), code::INVALID);
+        assert_eq!(
+            sql_code(&DataFusionError::Shared(Arc::new(missing()))),
+            code::NOT_FOUND
+        );
+        assert_eq!(
+            sql_code(&DataFusionError::Context(
+                "scan".into(),
+                Box::new(missing())
+            )),
+            code::NOT_FOUND
+        );
+        assert_eq!(
+            sql_code(&DataFusionError::Collection(vec![plan(), missing()])),
+            code::INVALID
+        );
+        assert_eq!(
+            sql_code(&DataFusionError::NotImplemented("x".into())),
+            code::UNSUPPORTED
+        );
     }
 }

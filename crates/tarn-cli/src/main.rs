@@ -14,11 +14,15 @@ mod sql;
 mod table;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
 use crate::args::{Cli, Command, StoreArgs};
 use crate::error::{CliError, Result};
+
+/// How long the process waits, after its command, for the work its commits started.
+const BACKGROUND_LIMIT: Duration = Duration::from_secs(60);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -32,7 +36,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(async {
+        let outcome = run(cli).await;
+        // A commit may leave a checkpoint (and the log cleanup after it) running; the
+        // process exiting would drop it half done.
+        tarn::settle_background_work(BACKGROUND_LIMIT).await;
+        outcome
+    });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tarn: {e}");
