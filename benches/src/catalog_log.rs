@@ -1,8 +1,10 @@
 //! A catalog's log under many mutations: one catalog with log cleanup after its
 //! checkpoints, one with it turned off, each taking the same mutations one commit at a
-//! time. At every tenth of the way, the objects under the manifest's `_delta_log` and a
-//! cold open of the catalog (a new handle describing one namespace) are measured, so
-//! whether the log stays bounded, and what a long log costs a cold open, is on record.
+//! time: the creation of a fixed set of namespaces, then property changes to them in
+//! turn, so the catalog keeps its size and only its log can grow. At every tenth of the
+//! way, the objects under the manifest's `_delta_log` and a cold open of the catalog (a
+//! new handle describing one namespace) are measured, so whether the log stays bounded,
+//! and what a long log costs a cold open, is on record.
 
 use std::time::Duration;
 
@@ -12,16 +14,19 @@ use tarn_catalog::{Catalog, CatalogOptions, IfExists, ObjectId, ObjectMetadata};
 use crate::report::{Record, Reporter};
 use crate::{Bench, BenchError, Summary, sample};
 
-/// Runs `mutations` namespace creations on each of the two catalogs, the manifest's log
-/// retention set to `retention`.
+/// Runs `mutations` mutations on each of the two catalogs, the manifest's log retention
+/// set to `retention`: `namespaces` creations, then property changes of those namespaces
+/// in turn.
 ///
 /// Fails when the catalog or its store fails.
 pub async fn catalog_log(
     bench: &Bench,
     mutations: usize,
+    namespaces: usize,
     retention: Duration,
     reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
+    let namespaces = namespaces.max(1);
     let step = (mutations / 10).max(1);
     for cleanup in [true, false] {
         let name = if cleanup {
@@ -57,9 +62,16 @@ pub async fn catalog_log(
         let catalog = Catalog::open(&url, options.clone()).await?;
         let started = std::time::Instant::now();
         for i in 1..mutations {
-            catalog
-                .create_namespace(&namespace(i)?, ObjectMetadata::default(), IfExists::Fail)
-                .await?;
+            if i < namespaces {
+                catalog
+                    .create_namespace(&namespace(i)?, ObjectMetadata::default(), IfExists::Fail)
+                    .await?;
+            } else {
+                let revision = vec![("revision".to_string(), i.to_string())];
+                catalog
+                    .alter_namespace(&namespace(i % namespaces)?, revision, Vec::new())
+                    .await?;
+            }
             if (i + 1) % step == 0 || i + 1 == mutations {
                 tarn::settle_background_work(Duration::from_secs(60)).await;
                 let objects = log_objects(bench, name).await?;
@@ -87,6 +99,7 @@ pub async fn catalog_log(
                     )
                     .field("cleanup", cleanup)
                     .field("mutations", (i + 1) as u64)
+                    .field("namespaces", namespaces.min(i + 1) as u64)
                     .field("log_objects", objects as u64)
                     .field("elapsed_s", started.elapsed().as_secs_f64())
                     .field("retention_s", retention.as_secs()),

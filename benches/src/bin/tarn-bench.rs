@@ -109,6 +109,10 @@ enum Command {
         /// Mutations per catalog (default 100,000 times `--scale`).
         #[arg(long)]
         mutations: Option<usize>,
+        /// Namespaces the first mutations create; the rest change their properties in
+        /// turn, so the catalog keeps this size.
+        #[arg(long, default_value_t = 1000)]
+        namespaces: usize,
         /// The manifest's `delta.logRetentionDuration` for the run, in seconds.
         #[arg(long, default_value_t = 60)]
         retention_secs: u64,
@@ -189,12 +193,14 @@ async fn main() -> Result<(), BenchError> {
         }
         Command::CatalogLog {
             mutations,
+            namespaces,
             retention_secs,
         } => {
             let mutations = mutations.unwrap_or(bench.scaled(100_000, 10) as usize);
             tarn_bench::catalog_log::catalog_log(
                 &bench,
                 mutations,
+                namespaces,
                 std::time::Duration::from_secs(retention_secs),
                 &mut reporter,
             )
