@@ -78,7 +78,24 @@ async fn history_lists_every_commit_newest_first_with_what_it_recorded() {
         .iter()
         .find(|c| c.operation.as_deref() == Some("MERGE"))
         .unwrap();
-    assert!(merge.metrics.contains_key("numUpdatedRows"), "{merge:?}");
+    // Metrics by the names Spark's Delta gives each operation.
+    for name in [
+        "numTargetRowsUpdated",
+        "numTargetRowsInserted",
+        "numTargetRowsDeleted",
+        "numTargetFilesAdded",
+        "numTargetFilesRemoved",
+    ] {
+        assert!(merge.metrics.contains_key(name), "{name}: {merge:?}");
+    }
+    assert!(!merge.metrics.contains_key("numUpdatedRows"), "{merge:?}");
+    let delete = history
+        .iter()
+        .find(|c| c.operation.as_deref() == Some("DELETE"))
+        .unwrap();
+    assert!(delete.metrics.contains_key("numDeletedRows"), "{delete:?}");
+    assert!(delete.metrics.contains_key("numRemovedFiles"), "{delete:?}");
+    assert!(!delete.metrics.contains_key("numUpdatedRows"), "{delete:?}");
     assert_eq!(merge.is_blind_append, Some(false));
 
     // A limit keeps the newest; a handle at an old version lists up to it.

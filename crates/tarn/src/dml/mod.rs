@@ -422,6 +422,61 @@ pub(crate) async fn mark_deleted(
     Ok(())
 }
 
+/// The `operationMetrics` names Spark's Delta records for an operation, so history reads
+/// alike whichever engine wrote a commit; a count the operation cannot have is left out.
+struct MetricNames {
+    rows_deleted: Option<&'static str>,
+    rows_updated: Option<&'static str>,
+    rows_inserted: Option<&'static str>,
+    files_added: &'static str,
+    files_removed: &'static str,
+    deletion_vectors_added: &'static str,
+}
+
+impl MetricNames {
+    fn of(operation: &str) -> MetricNames {
+        match operation {
+            "MERGE" => MetricNames {
+                rows_deleted: Some("numTargetRowsDeleted"),
+                rows_updated: Some("numTargetRowsUpdated"),
+                rows_inserted: Some("numTargetRowsInserted"),
+                files_added: "numTargetFilesAdded",
+                files_removed: "numTargetFilesRemoved",
+                deletion_vectors_added: "numTargetDeletionVectorsAdded",
+            },
+            "DELETE" => MetricNames {
+                rows_deleted: Some("numDeletedRows"),
+                rows_updated: None,
+                rows_inserted: None,
+                ..MetricNames::common()
+            },
+            "UPDATE" => MetricNames {
+                rows_deleted: None,
+                rows_updated: Some("numUpdatedRows"),
+                rows_inserted: None,
+                ..MetricNames::common()
+            },
+            _ => MetricNames {
+                rows_deleted: Some("numDeletedRows"),
+                rows_updated: Some("numUpdatedRows"),
+                rows_inserted: Some("numInsertedRows"),
+                ..MetricNames::common()
+            },
+        }
+    }
+
+    fn common() -> MetricNames {
+        MetricNames {
+            rows_deleted: None,
+            rows_updated: None,
+            rows_inserted: None,
+            files_added: "numAddedFiles",
+            files_removed: "numRemovedFiles",
+            deletion_vectors_added: "numDeletionVectorsAdded",
+        }
+    }
+}
+
 /// Starts the clock and the transaction of an operation.
 pub(crate) fn start(table: &Table, operation: &str) -> (Instant, Transaction) {
     (
@@ -438,16 +493,23 @@ pub(crate) async fn finish(
     started: Instant,
     mut metrics: DmlMetrics,
 ) -> Result<DmlOutcome> {
-    let txn = txn
-        .with_metric("numDeletedRows", metrics.rows_deleted.to_string())
-        .with_metric("numUpdatedRows", metrics.rows_updated.to_string())
-        .with_metric("numInsertedRows", metrics.rows_inserted.to_string())
-        .with_metric("numAddedFiles", metrics.files_added.to_string())
-        .with_metric("numRemovedFiles", metrics.files_removed.to_string())
-        .with_metric(
-            "numDeletionVectorsAdded",
-            metrics.deletion_vectors_written.to_string(),
-        );
+    let names = MetricNames::of(txn.operation());
+    let mut txn = txn;
+    for (name, value) in [
+        (names.rows_deleted, metrics.rows_deleted),
+        (names.rows_updated, metrics.rows_updated),
+        (names.rows_inserted, metrics.rows_inserted),
+        (Some(names.files_added), metrics.files_added as u64),
+        (Some(names.files_removed), metrics.files_removed as u64),
+        (
+            Some(names.deletion_vectors_added),
+            metrics.deletion_vectors_written as u64,
+        ),
+    ] {
+        if let Some(name) = name {
+            txn = txn.with_metric(name, value.to_string());
+        }
+    }
     let commit = if txn.actions().is_empty() {
         CommitOutcome::unchanged(table.snapshot())
     } else {

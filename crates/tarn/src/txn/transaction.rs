@@ -146,6 +146,11 @@ impl Transaction {
         self
     }
 
+    /// The `commitInfo.operation` the commit will record.
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
     /// Adds an entry to `commitInfo.operationParameters`.
     pub fn with_parameter(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.parameters.insert(key.into(), value.into());
