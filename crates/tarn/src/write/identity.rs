@@ -162,7 +162,9 @@ pub(crate) fn fill_identity(
 
 /// Carries `current`'s identity high-water marks into `restored` (an older schema of the
 /// same table), keeping whichever mark is further along each column's step: values drawn
-/// since that schema must never be drawn again. Columns `current` lacks keep their mark.
+/// since that schema must never be drawn again. Columns are matched by column-mapping id
+/// when both schemas have one (a rename keeps the column), else by name; columns `current`
+/// lacks keep their mark.
 pub(crate) fn keep_high_water_marks(restored: &mut StructType, current: &StructType) {
     for field in &mut restored.fields {
         let Ok(Some(identity)) = Identity::of(field) else {
@@ -171,7 +173,11 @@ pub(crate) fn keep_high_water_marks(restored: &mut StructType, current: &StructT
         let now = current
             .fields
             .iter()
-            .find(|f| f.name == field.name)
+            // With column mapping, the same column by its id, whatever it is called now.
+            .find(|f| match (f.column_id(), field.column_id()) {
+                (Some(now), Some(then)) => now == then,
+                _ => f.name == field.name,
+            })
             .and_then(|f| Identity::of(f).ok().flatten())
             .and_then(|i| i.high_water_mark);
         let mark = match (identity.high_water_mark, now) {
@@ -256,5 +262,30 @@ mod tests {
         assert!(schema.is_none(), "no value drawn, no mark moved");
         let err = fill_identity(&table(1, Some(i64::MAX), false), &[values(1)]).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    }
+
+    #[test]
+    fn restored_marks_follow_a_renamed_column_by_its_id() {
+        let with_id = |mut schema: StructType, name: &str, id: i64| {
+            schema.fields[0].name = name.into();
+            schema.fields[0]
+                .metadata
+                .insert(crate::protocol::schema::COLUMN_ID_KEY.into(), id.into());
+            schema
+        };
+        // The column was `id` at the restored version and is `key` now, drawn up to 90.
+        let mut restored = with_id(table(1, Some(20), false), "id", 1);
+        keep_high_water_marks(&mut restored, &with_id(table(1, Some(90), false), "key", 1));
+        assert_eq!(
+            restored.fields[0].metadata[HIGH_WATER_MARK].as_i64(),
+            Some(90)
+        );
+        // A different column of the same name (dropped and added again) is not it.
+        let mut restored = with_id(table(1, Some(20), false), "id", 1);
+        keep_high_water_marks(&mut restored, &with_id(table(1, Some(90), false), "id", 7));
+        assert_eq!(
+            restored.fields[0].metadata[HIGH_WATER_MARK].as_i64(),
+            Some(20)
+        );
     }
 }
