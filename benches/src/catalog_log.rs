@@ -14,9 +14,10 @@ use tarn_catalog::{Catalog, CatalogOptions, IfExists, ObjectId, ObjectMetadata};
 use crate::report::{Record, Reporter};
 use crate::{Bench, BenchError, Summary, sample};
 
-/// Runs `mutations` mutations on each of the two catalogs, the manifest's log retention
-/// set to `retention`: `namespaces` creations, then property changes of those namespaces
-/// in turn.
+/// Runs `mutations` mutations on each catalog of `cases` (log cleanup on, off), the
+/// manifest's log and tombstone retention set to `retention` (a catalog's hour, shrunk
+/// to the run's length): `namespaces` creations, then property changes of those
+/// namespaces in turn.
 ///
 /// Fails when the catalog or its store fails.
 pub async fn catalog_log(
@@ -24,11 +25,12 @@ pub async fn catalog_log(
     mutations: usize,
     namespaces: usize,
     retention: Duration,
+    cases: &[bool],
     reporter: &mut Reporter,
 ) -> Result<(), BenchError> {
     let namespaces = namespaces.max(1);
     let step = (mutations / 10).max(1);
-    for cleanup in [true, false] {
+    for &cleanup in cases {
         let name = if cleanup {
             "catalog-log-cleaned"
         } else {
@@ -53,6 +55,10 @@ pub async fn catalog_log(
         let _ = manifest
             .set_properties([
                 ("delta.logRetentionDuration", retention_text.as_str()),
+                (
+                    "delta.deletedFileRetentionDuration",
+                    retention_text.as_str(),
+                ),
                 (
                     "delta.enableExpiredLogCleanup",
                     if cleanup { "true" } else { "false" },

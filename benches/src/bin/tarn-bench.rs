@@ -113,9 +113,13 @@ enum Command {
         /// turn, so the catalog keeps this size.
         #[arg(long, default_value_t = 1000)]
         namespaces: usize,
-        /// The manifest's `delta.logRetentionDuration` for the run, in seconds.
+        /// The manifest's `delta.logRetentionDuration` (and tombstone retention) for the
+        /// run, in seconds.
         #[arg(long, default_value_t = 60)]
         retention_secs: u64,
+        /// Which catalogs: `both`, `on` (log cleanup after checkpoints) or `off`.
+        #[arg(long, default_value = "both", value_parser = ["both", "on", "off"])]
+        cleanup: String,
     },
     /// One measured step of `compare` on Tarn, in this process (what `compare` runs).
     #[command(hide = true)]
@@ -195,6 +199,7 @@ async fn main() -> Result<(), BenchError> {
             mutations,
             namespaces,
             retention_secs,
+            cleanup,
         } => {
             let mutations = mutations.unwrap_or(bench.scaled(100_000, 10) as usize);
             tarn_bench::catalog_log::catalog_log(
@@ -202,6 +207,11 @@ async fn main() -> Result<(), BenchError> {
                 mutations,
                 namespaces,
                 std::time::Duration::from_secs(retention_secs),
+                match cleanup.as_str() {
+                    "on" => &[true],
+                    "off" => &[false],
+                    _ => &[true, false],
+                },
                 &mut reporter,
             )
             .await?;

@@ -80,6 +80,12 @@ const MANIFEST_CHECKPOINT_INTERVAL: &str = "4";
 /// every checkpoint) keeps an hour rather than Delta's 30 days.
 const MANIFEST_LOG_RETENTION: &str = "interval 1 hours";
 
+/// How long the manifest's checkpoints keep the tombstones of pages it replaced: every
+/// mutation replaces a page, and a week of them (Delta's default) made each checkpoint,
+/// written every few commits, grow with every mutation. An hour, as the log keeps; a
+/// vacuum of the manifest then keeps the pages of the last hour's versions.
+const MANIFEST_TOMBSTONE_RETENTION: &str = "interval 1 hours";
+
 /// The largest deletion vector of a manifest page kept inline in the log, in bytes.
 const MANIFEST_DV_INLINE_BYTES: usize = 2048;
 
@@ -110,6 +116,10 @@ async fn create_manifest(location: StoreLocation, options: &CatalogOptions) -> R
         .with_property(
             tarn::protocol::properties::LOG_RETENTION,
             MANIFEST_LOG_RETENTION,
+        )
+        .with_property(
+            tarn::protocol::properties::DELETED_FILE_RETENTION,
+            MANIFEST_TOMBSTONE_RETENTION,
         )
         .with_property(LAYOUT_PROPERTY, layout_text(options.layout))
         // Small pages of new keys (a batch's worth) get no index segments of their own:

@@ -1307,3 +1307,24 @@ async fn a_table_that_cannot_be_created_gets_no_entry() {
         .collect();
     assert_eq!(leftovers, Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_manifest_keeps_an_hour_of_log_and_of_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = tarn_store::open(dir.path().to_str().unwrap()).unwrap();
+    let catalog = open(&location, Layout::default()).await;
+    catalog
+        .create_namespace(
+            &id("a"),
+            ObjectMetadata::default(),
+            tarn_catalog::IfExists::Fail,
+        )
+        .await
+        .unwrap();
+    let manifest = tarn::Table::open(&manifest_url(dir.path())).await.unwrap();
+    let properties = manifest.snapshot().properties();
+    let hour = std::time::Duration::from_secs(3600);
+    assert_eq!(properties.log_retention(), hour);
+    assert_eq!(properties.deleted_file_retention(), hour);
+    assert!(properties.expired_log_cleanup());
+}

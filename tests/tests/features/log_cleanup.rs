@@ -3,7 +3,8 @@
 //! checkpoint old enough, so every version within the retention reads as before and an
 //! older one fails with a typed error that says why; proposals and claims of decided
 //! versions are swept; readers racing a cleanup with no retention at all never fail, and
-//! history leaves out the commits a cleanup removes while it reads.
+//! history leaves out the commits a cleanup removes while it reads. Checkpoints keep only
+//! the tombstones within `delta.deletedFileRetentionDuration`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -437,4 +438,49 @@ async fn history_skips_commits_a_cleanup_removes_while_it_reads() {
     let history = reading.await.unwrap().unwrap();
     let versions: Vec<i64> = history.iter().map(|r| r.version).collect();
     assert_eq!(versions, vec![4, 3, 2, 1]);
+}
+
+/// The `remove` entries (tombstones) in the checkpoint of `version`.
+fn checkpoint_tombstones(dir: &Path, version: i64) -> usize {
+    let path = dir.join(format!("_delta_log/{version:020}.checkpoint.parquet"));
+    tarn_tests::rows::read_parquet_file(&path)
+        .iter()
+        .map(|batch| {
+            let removes = batch.column_by_name("remove").unwrap();
+            removes.len() - removes.null_count()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_keep_only_the_tombstones_within_the_retention() {
+    for (retention, expected) in [("interval 1 hours", 3), ("interval 0 seconds", 0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table = Table::create(dir.path().to_str().unwrap())
+            .with_arrow_schema(&sales_schema())
+            .with_property("delta.checkpointInterval", "100")
+            .with_property("delta.deletedFileRetentionDuration", retention)
+            .execute()
+            .await
+            .unwrap();
+        for i in 0..3 {
+            table
+                .append([sales_batch(i * 10, i * 10 + 10)])
+                .await
+                .unwrap();
+        }
+        // Every row goes, and with it the three files.
+        table
+            .delete(tarn::expr::col("id").gt_eq(tarn::expr::lit(0i64)))
+            .execute()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let _ = table.checkpoint().await.unwrap();
+        assert_eq!(
+            checkpoint_tombstones(dir.path(), table.version()),
+            expected,
+            "{retention}"
+        );
+    }
 }
