@@ -390,17 +390,16 @@ async fn a_lost_race_costs_one_get_per_winning_commit_and_a_blind_append_two_rou
     // PUT data, PUT commit, GET winner alongside LIST, GET the rest, PUT commit.
     assert_eq!(counts.critical_path, 5, "{counts}");
 
-    // From a warm snapshot nobody raced: the data PUT, then the commit PUT. (The decided
-    // proposal of the first append is deleted in the background meanwhile.)
+    // From a warm snapshot nobody raced: the data PUT, then the commit PUT. The decided
+    // proposal of the first append is deleted in the background; on a busy machine that
+    // delete ran inside the next count, so it is let finish first.
+    assert!(tarn::settle_background_work(std::time::Duration::from_secs(30)).await);
+    counter.reset();
     let outcome = loser.append([batch]).await.unwrap();
     let counts = counter.take();
     assert_eq!(outcome.commit.attempts, 1);
     assert_eq!(
-        (
-            counts.puts,
-            counts.requests() - counts.deletes,
-            counts.critical_path
-        ),
+        (counts.puts, counts.requests(), counts.critical_path),
         (2, 2, 2),
         "{counts}"
     );
