@@ -464,10 +464,7 @@ async fn checkpoints_keep_only_the_tombstones_within_the_retention() {
             .await
             .unwrap();
         for i in 0..3 {
-            table
-                .append([sales_batch(i * 10, i * 10 + 10)])
-                .await
-                .unwrap();
+            append_waiting(&mut table, i).await;
         }
         // Every row goes, and with it the three files.
         table
