@@ -97,7 +97,9 @@ pub(crate) async fn open_data_file(
     let errors = DataFileErrors::new(location, &add.path, &path);
     let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
     let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
-    let options = ArrowReaderOptions::new().with_offset_index_policy(PageIndexPolicy::Optional);
+    // The column index's page bounds serve page pruning; both indexes sit just before the
+    // footer, usually within the bytes read for it.
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
     let key = path.to_string();
     // Kept with its Arrow schema: converting the schema again costs as much as reading
     // a small file's footer.

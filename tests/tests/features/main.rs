@@ -28,6 +28,7 @@ mod planning;
 mod ranged_merges;
 mod row_groups;
 mod row_tracking;
+mod selective_scans;
 mod streaming_writes;
 mod string_views;
 mod table_conformance;

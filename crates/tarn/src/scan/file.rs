@@ -1,6 +1,7 @@
 //! Reading one data file: as a stream of output batches for a scan, or whole with each
 //! live row's position in the file for row-level changes. Deletion vectors become row
-//! selections, so deleted rows are never decoded.
+//! selections, so deleted rows are never decoded, and a scan's predicate runs in the
+//! decoder on its own columns first (see `late`).
 
 use std::sync::Arc;
 
@@ -11,6 +12,8 @@ use parquet::arrow::arrow_reader::{RowSelection, RowSelectionPolicy, RowSelector
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 use roaring::RoaringTreemap;
 
+use super::late::{FilterFailure, row_filter};
+use super::pages::{page_selections, share_selection};
 use super::row_groups::RowGroupStats;
 use super::views::{is_view, with_views};
 use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, StableIds, assemble};
@@ -297,7 +300,8 @@ pub(super) async fn read_file(
     };
     roots.sort_unstable();
     roots.dedup();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let parquet_schema = builder.metadata().file_metadata().schema_descr_ptr();
+    let mask = ProjectionMask::roots(&parquet_schema, roots.iter().copied());
 
     let metadata = Arc::clone(builder.metadata());
     let mut row_groups: Vec<usize> = match &ctx.predicate {
@@ -328,12 +332,26 @@ pub(super) async fn read_file(
             wanted.get(first).is_some_and(|r| *r < start + rows)
         });
     }
+    let pages = match &ctx.predicate {
+        Some(p) => page_selections(
+            &ctx,
+            p,
+            &file_schema,
+            &metadata,
+            &file.partitions,
+            &row_groups,
+        ),
+        None => Default::default(),
+    };
+    row_groups.retain(|rg| pages.get(rg).is_none_or(|s| s.selects_any()));
     if row_groups.is_empty() {
         return Ok(futures::stream::empty().boxed());
     }
     let shares = shares.clamp(1, row_groups.len());
     let per_share = row_groups.len().div_ceil(shares);
     let mut streams = Vec::with_capacity(shares);
+    let partitions = Arc::new(file.partitions);
+    let failure = FilterFailure::default();
     for share in row_groups.chunks(per_share) {
         let kept: Vec<(u64, u64)> = share.iter().map(|rg| starts[*rg]).collect();
         let mut share_builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
@@ -343,26 +361,48 @@ pub(super) async fn read_file(
         .with_projection(mask.clone())
         .with_batch_size(ctx.batch_size)
         .with_row_groups(share.to_vec());
-        match (&wanted, &deleted) {
-            (Some(wanted), _) => {
-                share_builder = share_builder.with_row_selection(wanted_selection(wanted, &kept));
+        let rows = match (&wanted, &deleted) {
+            (Some(wanted), _) => Some(wanted_selection(wanted, &kept)),
+            (None, Some(deleted)) => Some(deletion_selection(deleted, &kept)),
+            (None, None) => None,
+        };
+        let selection = match (rows, share_selection(&pages, share, &kept)) {
+            (Some(rows), Some(pages)) => Some(rows.intersection(&pages)),
+            (rows, pages) => rows.or(pages),
+        };
+        if let Some(selection) = selection {
+            share_builder = share_builder.with_row_selection(selection);
+            if wanted.is_none() && deleted.is_some() {
+                share_builder = share_builder.with_row_selection_policy(DELETION_POLICY);
             }
-            (None, Some(deleted)) => {
-                share_builder = share_builder
-                    .with_row_selection(deletion_selection(deleted, &kept))
-                    .with_row_selection_policy(DELETION_POLICY);
-            }
-            (None, None) => {}
+        }
+        if let Some(filter) = row_filter(
+            &ctx,
+            &roots,
+            &file_schema,
+            &metadata,
+            share,
+            &partitions,
+            errors.url(),
+            &failure,
+        ) {
+            share_builder = share_builder.with_row_filter(filter);
         }
         let stream = share_builder.build().map_err(|e| errors.error(e))?;
         // A corrupt page can make the decoder panic: the scan gets an error for this file.
         let stream = std::panic::AssertUnwindSafe(stream)
             .catch_unwind()
             .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))));
-        let (ctx, errors, partitions) = (Arc::clone(&ctx), errors.clone(), file.partitions.clone());
+        let (ctx, errors, partitions, failure) = (
+            Arc::clone(&ctx),
+            errors.clone(),
+            Arc::clone(&partitions),
+            failure.clone(),
+        );
         let batches = stream
             .map(move |batch| {
-                let batch = batch.map_err(|e| errors.error(e))?;
+                // A predicate that failed in the decoder left its own error.
+                let batch = batch.map_err(|e| failure.take().unwrap_or_else(|| errors.error(e)))?;
                 assemble(&ctx, &batch, &partitions, mode, errors.url())
             })
             .try_filter(|b| futures::future::ready(b.num_rows() > 0))

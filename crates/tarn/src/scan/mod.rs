@@ -1,13 +1,17 @@
 //! Scans: projection and a predicate over a snapshot, as a stream of Arrow batches.
 //!
 //! Pruning happens in order: partition values, then file statistics (both in
-//! [`Scan::plan`], without IO), then Parquet row-group statistics when a file is opened.
-//! Deletion vectors and the residual predicate are applied to the rows read. Files are
-//! read concurrently.
+//! [`Scan::plan`], without IO), then Parquet row-group statistics and the page index when
+//! a file is opened. Deletion vectors become row selections; the predicate runs in the
+//! decoder on its own columns before the others decode (late materialisation), and again
+//! on the rows read. Files are read concurrently.
 
+mod assemble;
 mod count;
 mod file;
+mod late;
 mod min_max;
+mod pages;
 mod parts;
 mod plan_stats;
 mod predicates;
@@ -16,11 +20,12 @@ mod row_ids;
 mod summary;
 mod views;
 
+use assemble::assemble;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::compute::{filter_record_batch, prep_null_mask_filter};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -34,17 +39,15 @@ pub(crate) use predicates::{bind_predicate, first_file_matching, names_partition
 pub(crate) use row_ids::{StableIds, with_columns as with_row_ids};
 pub use summary::ColumnStatistics;
 
-use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};
-use crate::expr::{ColumnName, Expr, Scalar, evaluate_predicate, may_match};
+use crate::expr::{ColumnName, Expr, Scalar, may_match};
 use crate::index::{IndexUse, select_rows, table_indices};
-use crate::protocol::properties::ColumnMappingMode;
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
 use crate::stats::{ColumnInfo, FileStatsView, column_infos};
 use plan_stats::{PARALLEL_FILES, PlanStats, file_partition_values, plan_stats};
 use roaring::RoaringTreemap;
-use views::{as_view, is_view, to_type};
+use views::as_view;
 
 /// A stream of record batches.
 pub type RecordBatchStream = BoxStream<'static, Result<RecordBatch>>;
@@ -333,12 +336,21 @@ impl Scan {
                 .filter_map(|f| field_of(&f.name, self.views && !in_predicate(&f.name)))
                 .collect::<Vec<_>>(),
         ));
+        // The predicate's columns on their own, for the decoder-side filter.
+        let (filter_fields, filter_schema): (Vec<StructField>, Vec<_>) = read_fields
+            .iter()
+            .zip(read_schema.fields())
+            .filter(|(f, _)| in_predicate(&f.name))
+            .map(|(f, read)| (f.clone(), Arc::clone(read)))
+            .unzip();
         Ok(ScanContext {
             snapshot: snapshot.clone(),
             predicate,
             columns,
             read_fields,
             read_schema,
+            filter_fields,
+            filter_schema: Arc::new(Schema::new(filter_schema)),
             output,
             output_schema,
             batch_size: self.batch_size,
@@ -489,6 +501,9 @@ struct ScanContext {
     columns: HashMap<ColumnName, ColumnInfo>,
     read_fields: Vec<StructField>,
     read_schema: SchemaRef,
+    /// The predicate's columns of `read_fields`, and their types in `read_schema`.
+    filter_fields: Vec<StructField>,
+    filter_schema: SchemaRef,
     output: Vec<String>,
     output_schema: SchemaRef,
     batch_size: usize,
@@ -611,89 +626,4 @@ fn limited(stream: RecordBatchStream, limit: usize) -> RecordBatchStream {
         }
     })
     .boxed()
-}
-
-/// Turns a batch read from a file into an output batch: logical columns, partition
-/// values, the residual predicate, the projection.
-fn assemble(
-    ctx: &ScanContext,
-    batch: &RecordBatch,
-    partitions: &HashMap<ColumnName, Scalar>,
-    mode: ColumnMappingMode,
-    path: &str,
-) -> Result<RecordBatch> {
-    let rows = batch.num_rows();
-    let batch_schema = batch.schema();
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(ctx.read_fields.len());
-    for (field, read) in ctx.read_fields.iter().zip(ctx.read_schema.fields()) {
-        let view = is_view(read.data_type());
-        let column = match partitions.get(&ColumnName::new([field.name.clone()])) {
-            Some(value) => value
-                .to_array(&field.data_type.to_arrow(), rows)
-                .map_err(|reason| Error::InvalidPartitionValue {
-                    column: field.name.clone(),
-                    value: value.to_string(),
-                    reason: reason.to_string(),
-                })?,
-            None => match find_field(batch_schema.fields(), field, Source::File(mode)) {
-                // Decoded as views, as asked.
-                Some(i) if view && batch.column(i).data_type() == read.data_type() => {
-                    Arc::clone(batch.column(i))
-                }
-                Some(i) => {
-                    conform(batch.column(i), field, Source::File(mode)).map_err(|reason| {
-                        Error::SchemaMismatch {
-                            reason: format!("data file {path}: {reason}"),
-                        }
-                    })?
-                }
-                // A column added after this file was written.
-                None => arrow::array::new_null_array(&field.data_type.to_arrow(), rows),
-            },
-        };
-        columns.push(match view {
-            true => to_type(column, read.data_type())?,
-            false => column,
-        });
-    }
-    let options = RecordBatchOptions::new().with_row_count(Some(rows));
-    let read = RecordBatch::try_new_with_options(Arc::clone(&ctx.read_schema), columns, &options)
-        .map_err(Error::arrow(format!("assembling rows of {path}")))?;
-    let filtered = match &ctx.predicate {
-        Some(p) => {
-            let mask = evaluate_predicate(p, &read)?;
-            let mask = if mask.null_count() > 0 {
-                prep_null_mask_filter(&mask)
-            } else {
-                mask
-            };
-            filter_record_batch(&read, &mask).map_err(Error::arrow("filtering rows"))?
-        }
-        None => read,
-    };
-    let indices: Vec<usize> = ctx
-        .output
-        .iter()
-        .filter_map(|name| ctx.read_schema.index_of(name).ok())
-        .collect();
-    let projected = filtered
-        .project(&indices)
-        .map_err(Error::arrow("projecting columns"))?;
-    // Predicate columns asked for as views become views now.
-    let projected_columns = projected
-        .columns()
-        .iter()
-        .zip(ctx.output_schema.fields())
-        .map(|(column, field)| match is_view(field.data_type()) {
-            true => to_type(Arc::clone(column), field.data_type()),
-            false => Ok(Arc::clone(column)),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    // `project` keeps the row count even with no columns (COUNT(*) scans).
-    RecordBatch::try_new_with_options(
-        Arc::clone(&ctx.output_schema),
-        projected_columns,
-        &RecordBatchOptions::new().with_row_count(Some(projected.num_rows())),
-    )
-    .map_err(Error::arrow("projecting columns"))
 }

@@ -1,4 +1,5 @@
-//! Row-group pruning: the Parquet statistics of the predicate's columns in one file, seen
+//! Row-group and page pruning: the Parquet statistics of the predicate's columns in one
+//! file (per row group) or in one row group (per page, from the column index), seen
 //! through the same [`StatsView`] file statistics use.
 
 use std::collections::HashMap;
@@ -12,7 +13,8 @@ use super::ScanContext;
 use crate::expr::{ColumnName, Scalar, StatsView};
 use crate::stats::ColumnInfo;
 
-/// Row-group statistics of the predicate's top-level columns in one file.
+/// Statistics of the predicate's top-level columns in units of one file: its row groups,
+/// or the pages of one row group.
 pub(super) struct RowGroupStats<'a> {
     mins: HashMap<ColumnName, ArrayRef>,
     maxes: HashMap<ColumnName, ArrayRef>,
@@ -69,6 +71,35 @@ impl<'a> RowGroupStats<'a> {
             }
         }
         stats
+    }
+
+    /// Statistics of the pages of `column` in one row group: their bounds, null counts
+    /// and rows (`rows[i]` rows in page `i`).
+    pub(super) fn of_pages(
+        ctx: &'a ScanContext,
+        partitions: &'a HashMap<ColumnName, Scalar>,
+        column: &ColumnName,
+        (mins, maxes, nulls): (ArrayRef, ArrayRef, arrow::array::UInt64Array),
+        rows: Vec<u64>,
+    ) -> Self {
+        Self {
+            mins: HashMap::from([(column.clone(), mins)]),
+            maxes: HashMap::from([(column.clone(), maxes)]),
+            nulls: HashMap::from([(column.clone(), nulls)]),
+            rows,
+            columns: &ctx.columns,
+            partitions,
+        }
+    }
+
+    /// The number of units (row groups or pages).
+    pub(super) fn units(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Rows in unit `i`.
+    pub(super) fn rows_of(&self, unit: usize) -> u64 {
+        self.rows[unit]
     }
 
     pub(super) fn at(&self, row_group: usize) -> RowGroupView<'_> {
