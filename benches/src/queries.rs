@@ -8,7 +8,7 @@ use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use futures::{StreamExt, TryStreamExt};
 use tarn::Snapshot;
-use tarn::expr::{Expr, col};
+use tarn::expr::{Expr, col, lit};
 
 /// A string that is not a number is an error, as in SQL's `CAST`, not a null.
 const STRICT: CastOptions<'static> = CastOptions {
@@ -27,6 +27,12 @@ pub enum Query {
     SumKey,
     /// `SELECT SUM(value)`.
     SumValue,
+    /// `SELECT SUM(value) WHERE part < 10`: 1% of the LHBench rows, by a column whose
+    /// values cycle through every page (a selective scan).
+    SumValueFewParts,
+    /// `SELECT SUM(value) WHERE part >= 0`: every row, reading the same columns as
+    /// [`Query::SumValueFewParts`] (the full scan it is measured against).
+    SumValueAllParts,
     /// `SELECT SUM(CAST(value2 AS DOUBLE))`.
     SumValue2,
     /// `SELECT COUNT(*)` of the sales table.
@@ -44,6 +50,18 @@ pub const MERGE_QUERIES: [Query; 5] = [
     Query::SumValue2,
 ];
 
+/// The queries `compare` runs on every table: the merge queries and a selective scan
+/// beside the full scan of the same columns.
+pub const COMPARE_QUERIES: [Query; 7] = [
+    Query::Count,
+    Query::CountKeyNotNull,
+    Query::SumKey,
+    Query::SumValue,
+    Query::SumValue2,
+    Query::SumValueFewParts,
+    Query::SumValueAllParts,
+];
+
 impl Query {
     /// The query as SQL, for tables and charts.
     pub fn sql(self) -> &'static str {
@@ -52,6 +70,8 @@ impl Query {
             Query::CountKeyNotNull => "COUNT(*) WHERE key IS NOT NULL",
             Query::SumKey => "SUM(key)",
             Query::SumValue => "SUM(value)",
+            Query::SumValueFewParts => "SUM(value) WHERE part < 10",
+            Query::SumValueAllParts => "SUM(value) WHERE part >= 0",
             Query::SumValue2 => "SUM(CAST(value2 AS DOUBLE))",
             Query::CountSales => "COUNT(*)",
             Query::SumNetPaid => "SUM(net_paid)",
@@ -65,6 +85,8 @@ impl Query {
             Query::CountKeyNotNull => "SELECT COUNT(*) FROM t WHERE key IS NOT NULL",
             Query::SumKey => "SELECT SUM(key) FROM t",
             Query::SumValue => "SELECT SUM(value) FROM t",
+            Query::SumValueFewParts => "SELECT SUM(value) FROM t WHERE part < 10",
+            Query::SumValueAllParts => "SELECT SUM(value) FROM t WHERE part >= 0",
             Query::SumValue2 => "SELECT SUM(CAST(value2 AS DOUBLE)) FROM t",
             Query::SumNetPaid => "SELECT SUM(net_paid) FROM t",
         }
@@ -73,7 +95,7 @@ impl Query {
     fn column(self) -> &'static str {
         match self {
             Query::Count | Query::CountKeyNotNull | Query::SumKey => "key",
-            Query::SumValue => "value",
+            Query::SumValue | Query::SumValueFewParts | Query::SumValueAllParts => "value",
             Query::SumValue2 => "value2",
             Query::CountSales => "sale_id",
             Query::SumNetPaid => "net_paid",
@@ -81,7 +103,12 @@ impl Query {
     }
 
     fn filter(self) -> Option<Expr> {
-        (self == Query::CountKeyNotNull).then(|| col("key").is_not_null())
+        match self {
+            Query::CountKeyNotNull => Some(col("key").is_not_null()),
+            Query::SumValueFewParts => Some(col("part").lt(lit(10))),
+            Query::SumValueAllParts => Some(col("part").gt_eq(lit(0))),
+            _ => None,
+        }
     }
 
     fn fold(self, batch: &RecordBatch) -> Result<f64, crate::BenchError> {
@@ -91,9 +118,10 @@ impl Query {
                 return Err(format!("{} is counted by Scan::count, not folded", self.sql()).into());
             }
             Query::SumKey => sum(column.as_primitive::<Int64Type>()).unwrap_or(0) as f64,
-            Query::SumValue | Query::SumNetPaid => {
-                sum(column.as_primitive::<Float64Type>()).unwrap_or(0.0)
-            }
+            Query::SumValue
+            | Query::SumValueFewParts
+            | Query::SumValueAllParts
+            | Query::SumNetPaid => sum(column.as_primitive::<Float64Type>()).unwrap_or(0.0),
             Query::SumValue2 => {
                 let doubles = cast_with_options(column, &DataType::Float64, &STRICT)
                     .map_err(|e| format!("CAST(value2 AS DOUBLE): {e}"))?;

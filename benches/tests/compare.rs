@@ -31,6 +31,8 @@ fn compare_runs_every_engine_on_the_same_tables_and_reports_every_row() {
         "| merge 1% | merge-on-read |",
         "| SUM(value) after Tarn's 1% copy-on-write merge |  |",
         "| SUM(value) after Tarn's 1% merge-on-read merge |  |",
+        "| SUM(value) WHERE part < 10, Tarn's table |  |",
+        "| SUM(value) WHERE part >= 0 after delta-rs's 1% merge |  |",
         "| SUM(key) after delta-rs's 1% merge |  |",
         "| CDC 1% merge (90% updates) | copy-on-write |",
         "| CDC 10% append after it | merge-on-read |",
@@ -44,10 +46,10 @@ fn compare_runs_every_engine_on_the_same_tables_and_reports_every_row() {
         .map(|l| serde_json::from_str(l).unwrap())
         .filter(|r: &serde_json::Value| r["workload"] == "compare")
         .collect();
-    // Load, 5 queries on each engine's table, 5 fractions x 2 strategies, 5 queries on
+    // Load, 7 queries on each engine's table, 5 fractions x 2 strategies, 7 queries on
     // each of the three merged tables, the CDC merge and append per strategy, and the
     // cold open of many files.
-    assert_eq!(records.len(), 1 + 10 + 10 + 15 + 4 + 1);
+    assert_eq!(records.len(), 1 + 14 + 10 + 21 + 4 + 1);
     for r in &records {
         for field in ["tarn_p50_ms", "deltars_p50_ms", "ratio"] {
             let value = r[field].as_f64().unwrap_or(-1.0);
@@ -60,7 +62,7 @@ fn compare_runs_every_engine_on_the_same_tables_and_reports_every_row() {
         .filter(|r| r["work"].as_str().unwrap().starts_with(['C', 'S']))
         .filter(|r| !r["work"].as_str().unwrap().starts_with("CDC"))
         .collect();
-    assert_eq!(reads.len(), 25);
+    assert_eq!(reads.len(), 35);
     for r in reads {
         assert!(
             r["duckdb_p50_ms"].as_f64().unwrap_or(-1.0) > 0.0,

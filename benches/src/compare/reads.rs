@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Engine, Harness, Row, order};
-use crate::queries::MERGE_QUERIES;
+use crate::queries::COMPARE_QUERIES;
 use crate::{Bench, BenchError};
 
 /// Runs the queries on each `(table, label)` (a table of the harness and the text that
@@ -36,7 +36,7 @@ pub(super) async fn queries(
         if files.is_some() {
             engines.push(Engine::Parquet);
         }
-        let mut table_rows: Vec<Row> = MERGE_QUERIES
+        let mut table_rows: Vec<Row> = COMPARE_QUERIES
             .iter()
             .map(|q| Row::new(format!("{}{label}", q.sql()), Engine::Tarn))
             .collect();
@@ -104,7 +104,7 @@ fn agree(rows: &[Row], answers: &[(Engine, Vec<Option<f64>>)]) -> Result<(), Ben
 /// a table `t`), written to the input folder.
 fn queries_file(harness: &Harness) -> Result<PathBuf, BenchError> {
     let file = harness.input("queries.json");
-    let listed: Vec<serde_json::Value> = MERGE_QUERIES
+    let listed: Vec<serde_json::Value> = COMPARE_QUERIES
         .iter()
         .map(|q| serde_json::json!({ "query": q.sql(), "statement": q.statement() }))
         .collect();

@@ -7,7 +7,7 @@ use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use tarn::{ChangeStrategy, Table};
 
-use crate::queries::MERGE_QUERIES;
+use crate::queries::COMPARE_QUERIES;
 use crate::{BenchError, memory};
 
 /// Runs one of Tarn's steps in this process and returns its report: the other half of
@@ -80,7 +80,7 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
             let snapshot = table.snapshot();
             let started = timed_start();
             let mut queries = Vec::new();
-            for q in MERGE_QUERIES {
+            for q in COMPARE_QUERIES {
                 let t0 = std::time::Instant::now();
                 let value = q.run(snapshot).await?;
                 queries.push(serde_json::json!({
