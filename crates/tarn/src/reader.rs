@@ -99,16 +99,26 @@ pub(crate) async fn open_data_file(
     let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
     // The column index's page bounds serve page pruning; both indexes sit just before the
     // footer, usually within the bytes read for it.
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let mut options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
     let key = path.to_string();
     // Kept with its Arrow schema: converting the schema again costs as much as reading
     // a small file's footer.
     let metadata = match caches.footer(&key) {
         Some(metadata) => metadata,
         None => {
-            let mut loaded = ArrowReaderMetadata::load_async(&mut reader, options.clone())
-                .await
-                .map_err(|e| errors.error(e))?;
+            let mut loaded =
+                match ArrowReaderMetadata::load_async(&mut reader, options.clone()).await {
+                    Ok(loaded) => loaded,
+                    // A column index that does not decode costs only page pruning; a store
+                    // error is the store's.
+                    Err(e) if matches!(e, ParquetError::External(_)) => return Err(errors.error(e)),
+                    Err(_) => {
+                        options = options.with_column_index_policy(PageIndexPolicy::Skip);
+                        ArrowReaderMetadata::load_async(&mut reader, options.clone())
+                            .await
+                            .map_err(|e| errors.error(e))?
+                    }
+                };
             if let Some(schema) = int96_as_microseconds(loaded.metadata(), loaded.schema()) {
                 loaded = ArrowReaderMetadata::try_new(
                     Arc::clone(loaded.metadata()),

@@ -157,7 +157,7 @@ impl StatsView for NonNull<'_> {
 /// Whether a comparison or list in the predicate names a null literal (which makes it
 /// null for every row, so statistics must not claim every row meets it), or holds
 /// arithmetic (which statistics do not bound).
-fn has_null_literal(expr: &Expr) -> bool {
+pub(super) fn has_null_literal(expr: &Expr) -> bool {
     match expr {
         Expr::Literal(v) => v.is_null(),
         Expr::And(a, b) | Expr::Or(a, b) => has_null_literal(a) || has_null_literal(b),

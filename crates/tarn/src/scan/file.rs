@@ -3,6 +3,7 @@
 //! selections, so deleted rows are never decoded, and a scan's predicate runs in the
 //! decoder on its own columns first (see `late`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
@@ -14,13 +15,12 @@ use roaring::RoaringTreemap;
 
 use super::late::{FilterFailure, row_filter};
 use super::pages::{page_selections, share_selection};
-use super::row_groups::RowGroupStats;
+use super::row_groups::matching_row_groups;
 use super::views::{is_view, with_views};
 use super::{PlannedFile, RecordBatchStream, Scan, ScanContext, StableIds, assemble};
 use crate::conform::{Source, find_field};
 use crate::dv::deletion_vector_of;
 use crate::error::{Error, Result};
-use crate::expr::may_match;
 use crate::protocol::{Add, StructField};
 use crate::reader::{decoder_panic, open_data_file};
 use crate::snapshot::Snapshot;
@@ -304,15 +304,15 @@ pub(super) async fn read_file(
     let mask = ProjectionMask::roots(&parquet_schema, roots.iter().copied());
 
     let metadata = Arc::clone(builder.metadata());
-    let mut row_groups: Vec<usize> = match &ctx.predicate {
-        Some(p) => {
-            let view = RowGroupStats::new(&ctx, &file_schema, &metadata, &file.partitions);
-            (0..metadata.num_row_groups())
-                .filter(|rg| may_match(p, &view.at(*rg)))
-                .collect()
-        }
-        None => (0..metadata.num_row_groups()).collect(),
+    // The row groups that may match, and which of them match in every row.
+    let judged = match &ctx.predicate {
+        Some(p) => matching_row_groups(&ctx, p, &file_schema, &metadata, &file.partitions),
+        None => (0..metadata.num_row_groups())
+            .map(|rg| (rg, true))
+            .collect(),
     };
+    let every_row: HashSet<usize> = judged.iter().filter(|j| j.1).map(|j| j.0).collect();
+    let mut row_groups: Vec<usize> = judged.into_iter().map(|j| j.0).collect();
     let mut starts = Vec::with_capacity(metadata.num_row_groups());
     let mut next = 0u64;
     for rg in metadata.row_groups() {
@@ -351,8 +351,9 @@ pub(super) async fn read_file(
     let per_share = row_groups.len().div_ceil(shares);
     let mut streams = Vec::with_capacity(shares);
     let partitions = Arc::new(file.partitions);
-    let failure = FilterFailure::default();
     for share in row_groups.chunks(per_share) {
+        // Each share's own, so an error is reported by the run it stopped.
+        let failure = FilterFailure::default();
         let kept: Vec<(u64, u64)> = share.iter().map(|rg| starts[*rg]).collect();
         let mut share_builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
             data.reader.clone(),
@@ -376,16 +377,20 @@ pub(super) async fn read_file(
                 share_builder = share_builder.with_row_selection_policy(DELETION_POLICY);
             }
         }
-        if let Some(filter) = row_filter(
-            &ctx,
-            &roots,
-            &file_schema,
-            &metadata,
-            share,
-            &partitions,
-            errors.url(),
-            &failure,
-        ) {
+        let filter = match share.iter().all(|rg| every_row.contains(rg)) {
+            true => None,
+            false => row_filter(
+                &ctx,
+                &roots,
+                &file_schema,
+                &metadata,
+                share,
+                &partitions,
+                errors.url(),
+                &failure,
+            ),
+        };
+        if let Some(filter) = filter {
             share_builder = share_builder.with_row_filter(filter);
         }
         let stream = share_builder.build().map_err(|e| errors.error(e))?;

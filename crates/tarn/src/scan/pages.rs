@@ -10,6 +10,7 @@ use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::page_index::offset_index::OffsetIndexMetaData;
 
 use super::ScanContext;
 use super::row_groups::RowGroupStats;
@@ -19,8 +20,30 @@ use crate::expr::{ColumnName, Expr, Scalar, may_match};
 /// its rows (relative to the row group) in pages that may match `predicate`: for each
 /// predicate column with a page index, its pages that may match, intersected over the
 /// columns. A column is used only when its bounds alone can rule a page out; every other
-/// column then counts as unknown, so the selection never drops a matching row.
+/// column then counts as unknown, so the selection never drops a matching row. A page
+/// index that does not add up (or that the statistics reader panics on) prunes nothing.
 pub(super) fn page_selections(
+    ctx: &ScanContext,
+    predicate: &Expr,
+    file_schema: &Schema,
+    metadata: &ParquetMetaData,
+    partitions: &HashMap<ColumnName, Scalar>,
+    row_groups: &[usize],
+) -> HashMap<usize, RowSelection> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        row_group_selections(
+            ctx,
+            predicate,
+            file_schema,
+            metadata,
+            partitions,
+            row_groups,
+        )
+    }))
+    .unwrap_or_default()
+}
+
+fn row_group_selections(
     ctx: &ScanContext,
     predicate: &Expr,
     file_schema: &Schema,
@@ -47,6 +70,7 @@ pub(super) fn page_selections(
             let Ok(converter) = StatisticsConverter::try_new(physical, file_schema, descr) else {
                 continue;
             };
+            let converter = converter.with_missing_null_counts_as_zero(false);
             let Some(leaf) = converter.parquet_column_index() else {
                 continue;
             };
@@ -54,15 +78,19 @@ pub(super) fn page_selections(
             if descr.column(leaf).physical_type() == PhysicalType::INT96 {
                 continue;
             }
-            let has_pages = offset_index
+            let Some(locations) = offset_index.get(rg).and_then(|columns| columns.get(leaf)) else {
+                continue;
+            };
+            let Some(rows) = page_rows(locations, metadata.row_group(rg).num_rows()) else {
+                continue;
+            };
+            let bounded = column_index
                 .get(rg)
                 .and_then(|columns| columns.get(leaf))
-                .is_some_and(|o| !o.page_locations().is_empty());
-            let has_bounds = column_index
-                .get(rg)
-                .and_then(|columns| columns.get(leaf))
-                .is_some_and(|c| !matches!(c, ColumnIndexMetaData::NONE));
-            if !has_pages || !has_bounds {
+                .is_some_and(|c| {
+                    !matches!(c, ColumnIndexMetaData::NONE) && c.num_pages() == rows.len() as u64
+                });
+            if !bounded {
                 continue;
             }
             let group = [rg];
@@ -70,17 +98,15 @@ pub(super) fn page_selections(
                 converter.data_page_mins(column_index, offset_index, &group),
                 converter.data_page_maxes(column_index, offset_index, &group),
                 converter.data_page_null_counts(column_index, offset_index, &group),
-                converter.data_page_row_counts(offset_index, metadata.row_groups(), &group),
             );
-            let (Ok(mins), Ok(maxes), Ok(nulls), Ok(Some(rows))) = bounds else {
+            let (Ok(mins), Ok(maxes), Ok(nulls)) = bounds else {
                 continue;
             };
-            let rows = rows.values().to_vec();
             if [mins.len(), maxes.len(), nulls.len()] != [rows.len(); 3] {
                 continue;
             }
-            let pages =
-                RowGroupStats::of_pages(ctx, partitions, column, (mins, maxes, nulls), rows);
+            let stats = (mins, maxes, nulls);
+            let pages = RowGroupStats::of_pages(ctx, partitions, column, stats, rows);
             let selectors: Vec<RowSelector> = (0..pages.units())
                 .map(|page| {
                     let rows = pages.rows_of(page) as usize;
@@ -104,6 +130,27 @@ pub(super) fn page_selections(
         }
     }
     selections
+}
+
+/// The rows of each page of a column chunk, from its offset index, or none unless the
+/// pages start at row 0, strictly ascend and end within the row group's `rows`: a wrong
+/// count would shift the selection onto other rows.
+fn page_rows(locations: &OffsetIndexMetaData, rows: i64) -> Option<Vec<u64>> {
+    let starts: Vec<i64> = locations
+        .page_locations()
+        .iter()
+        .map(|p| p.first_row_index)
+        .collect();
+    if starts.first() != Some(&0) || starts.windows(2).any(|w| w[0] >= w[1]) {
+        return None;
+    }
+    let last = *starts.last()?;
+    if last >= rows {
+        return None;
+    }
+    let mut counts: Vec<u64> = starts.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+    counts.push((rows - last) as u64);
+    Some(counts)
 }
 
 /// The selection over the row groups of `share` (each `(first row, rows)` in `kept`, in

@@ -10,8 +10,44 @@ use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::basic::Type as PhysicalType;
 
 use super::ScanContext;
-use crate::expr::{ColumnName, Scalar, StatsView};
+use super::count::has_null_literal;
+use crate::expr::{ColumnName, Expr, Scalar, StatsView, may_match};
 use crate::stats::ColumnInfo;
+
+/// The row groups of a file that may hold a row matching `predicate`, each with whether
+/// its statistics show every row matches (no nulls in the predicate's columns, and the
+/// negation cannot match), so the decoder need not filter it. Statistics the reader
+/// panics on prune nothing.
+pub(super) fn matching_row_groups(
+    ctx: &ScanContext,
+    predicate: &Expr,
+    file_schema: &Schema,
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    partitions: &HashMap<ColumnName, Scalar>,
+) -> Vec<(usize, bool)> {
+    let judged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let stats = RowGroupStats::new(ctx, file_schema, metadata, partitions);
+        let negation = predicate.clone().not();
+        let columns = predicate.columns();
+        let exact = !has_null_literal(predicate);
+        (0..metadata.num_row_groups())
+            .filter_map(|rg| {
+                let view = stats.at(rg);
+                may_match(predicate, &view).then(|| {
+                    let every = exact
+                        && columns.iter().all(|c| view.null_count(c) == Some(0))
+                        && !may_match(&negation, &view);
+                    (rg, every)
+                })
+            })
+            .collect()
+    }));
+    judged.unwrap_or_else(|_| {
+        (0..metadata.num_row_groups())
+            .map(|rg| (rg, false))
+            .collect()
+    })
+}
 
 /// Statistics of the predicate's top-level columns in units of one file: its row groups,
 /// or the pages of one row group.
@@ -52,6 +88,8 @@ impl<'a> RowGroupStats<'a> {
             let Ok(converter) = StatisticsConverter::try_new(physical, file_schema, descr) else {
                 continue;
             };
+            // A row group without a null count has unknown nulls, not none.
+            let converter = converter.with_missing_null_counts_as_zero(false);
             // INT96 statistics are not ordered by time in files written by Spark.
             if converter
                 .parquet_column_index()
