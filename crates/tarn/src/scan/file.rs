@@ -371,12 +371,6 @@ pub(super) async fn read_file(
             (Some(rows), Some(pages)) => Some(rows.intersection(&pages)),
             (rows, pages) => rows.or(pages),
         };
-        if let Some(selection) = selection {
-            share_builder = share_builder.with_row_selection(selection);
-            if wanted.is_none() && deleted.is_some() {
-                share_builder = share_builder.with_row_selection_policy(DELETION_POLICY);
-            }
-        }
         let filter = match share.iter().all(|rg| every_row.contains(rg)) {
             true => None,
             false => row_filter(
@@ -390,6 +384,14 @@ pub(super) async fn read_file(
                 &failure,
             ),
         };
+        // A deletion vector's selection alone reads best as a mask; once a filter
+        // narrows it to a few rows in long gaps, as runs to skip (the default).
+        if wanted.is_none() && deleted.is_some() && filter.is_none() {
+            share_builder = share_builder.with_row_selection_policy(DELETION_POLICY);
+        }
+        if let Some(selection) = selection {
+            share_builder = share_builder.with_row_selection(selection);
+        }
         if let Some(filter) = filter {
             share_builder = share_builder.with_row_filter(filter);
         }
