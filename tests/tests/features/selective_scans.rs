@@ -12,10 +12,10 @@ use arrow::array::{Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use object_store::ObjectStore;
 use parquet::file::properties::WriterProperties;
-use tarn::expr::{col, lit, parse_sql};
+use tarn::expr::{Expr, col, lit, parse_sql};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField};
 use tarn::{ChangeStrategy, Error, StoreLocation, Table};
-use tarn_store::CountingStore;
+use tarn_store::{CountingStore, RequestCounts};
 
 const ROWS: i64 = 200_000;
 
@@ -81,6 +81,11 @@ fn ids_of(batches: &[RecordBatch]) -> Vec<i64> {
 /// A table of one file and one row group of pages of at most 4,096 rows (`id` without a
 /// dictionary), with deletion vectors enabled.
 async fn one_row_group(location: &StoreLocation) -> Table {
+    one_file(location, ROWS as usize).await
+}
+
+/// [`one_row_group`] with row groups of `group_rows` rows.
+async fn one_file(location: &StoreLocation, group_rows: usize) -> Table {
     let data = rows(0..ROWS);
     let mut table = Table::create_at(location.clone())
         .with_arrow_schema(&data.schema())
@@ -92,7 +97,7 @@ async fn one_row_group(location: &StoreLocation) -> Table {
         .write([data])
         .with_writer_properties(
             WriterProperties::builder()
-                .set_max_row_group_row_count(Some(ROWS as usize))
+                .set_max_row_group_row_count(Some(group_rows))
                 .set_data_page_row_count_limit(4096)
                 // Unique ids as plain pages, without a dictionary page every read needs.
                 .set_column_dictionary_enabled("id".into(), false)
@@ -104,14 +109,26 @@ async fn one_row_group(location: &StoreLocation) -> Table {
     table
 }
 
-/// Opens the table through a counting store.
-async fn counted(location: &StoreLocation) -> (Table, tarn_store::RequestCounter) {
+/// Scans `columns` of the table where `filter` holds, from a fresh handle through a
+/// counting store (so no footer or range is held from before), with the requests the
+/// scan made.
+async fn counted_scan(
+    location: &StoreLocation,
+    columns: &[&str],
+    filter: Option<Expr>,
+) -> (Vec<RecordBatch>, RequestCounts) {
     let counting = CountingStore::new(Arc::clone(location.store()) as Arc<dyn ObjectStore>);
     let counter = counting.counter();
     let table = Table::open_at(location.clone().with_store(Arc::new(counting)))
         .await
         .unwrap();
-    (table, counter)
+    counter.take();
+    let mut scan = table.scan().select(columns.iter().copied());
+    if let Some(filter) = filter {
+        scan = scan.filter(filter);
+    }
+    let batches = scan.collect().await.unwrap();
+    (batches, counter.take())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,52 +137,29 @@ async fn a_scan_keeping_a_block_of_rows_fetches_only_the_pages_that_hold_them() 
     let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
     one_row_group(&location).await;
 
-    // Each scan from a fresh handle, so no footer or range is held from before.
-    let (full_table, counter) = counted(&location).await;
-    counter.take();
-    let full = full_table
-        .scan()
-        .select(["id", "payload"])
-        .collect()
-        .await
-        .unwrap();
-    let full_bytes = counter.take().bytes_read;
+    let (full, full_counts) = counted_scan(&location, &["id", "payload"], None).await;
+    let full_bytes = full_counts.bytes_read;
     assert_eq!(ids_of(&full).len(), ROWS as usize);
 
-    let (selective_table, counter) = counted(&location).await;
-    counter.take();
-    let kept = selective_table
-        .scan()
-        .select(["id", "payload"])
-        .filter(col("flag").eq(lit(1)))
-        .collect()
-        .await
-        .unwrap();
-    let selective_bytes = counter.take().bytes_read;
+    let (kept, selective_counts) =
+        counted_scan(&location, &["id", "payload"], Some(col("flag").eq(lit(1)))).await;
+    let selective_bytes = selective_counts.bytes_read;
     assert_eq!(ids_of(&kept), (100_000..102_000).collect::<Vec<_>>());
 
     // Statistics show every row passes: no filtering in the decoder, so no second fetch.
-    let (every_table, counter) = counted(&location).await;
-    counter.take();
-    let every = every_table
-        .scan()
-        .select(["id", "payload"])
-        .filter(col("bucket").gt_eq(lit(0)))
-        .collect()
-        .await
-        .unwrap();
-    let every_counts = counter.take();
+    let (every, every_counts) = counted_scan(
+        &location,
+        &["id", "payload"],
+        Some(col("bucket").gt_eq(lit(0))),
+    )
+    .await;
     assert_eq!(ids_of(&every).len(), ROWS as usize);
-    let (filtered_table, counter) = counted(&location).await;
-    counter.take();
-    let most = filtered_table
-        .scan()
-        .select(["id", "payload"])
-        .filter(col("bucket").gt_eq(lit(1)))
-        .collect()
-        .await
-        .unwrap();
-    let filtered_counts = counter.take();
+    let (most, filtered_counts) = counted_scan(
+        &location,
+        &["id", "payload"],
+        Some(col("bucket").gt_eq(lit(1))),
+    )
+    .await;
     assert_eq!(ids_of(&most).len(), ROWS as usize / 100 * 99);
     assert!(
         every_counts.gets < filtered_counts.gets,
@@ -318,25 +312,15 @@ async fn a_range_in_one_row_group_fetches_only_the_pages_its_bounds_allow() {
     one_row_group(&location).await;
 
     // The predicate's column alone: no other column to spare, only pages to skip.
-    let (full_table, counter) = counted(&location).await;
-    counter.take();
-    let full = full_table.scan().select(["id"]).collect().await.unwrap();
-    let full_bytes = counter.take().bytes_read;
+    let (full, full_counts) = counted_scan(&location, &["id"], None).await;
+    let full_bytes = full_counts.bytes_read;
     assert_eq!(ids_of(&full).len(), ROWS as usize);
 
-    let (selective_table, counter) = counted(&location).await;
-    counter.take();
     let range = col("id")
         .gt_eq(lit(120_000i64))
         .and(col("id").lt(lit(122_000i64)));
-    let kept = selective_table
-        .scan()
-        .select(["id"])
-        .filter(range)
-        .collect()
-        .await
-        .unwrap();
-    let selective_bytes = counter.take().bytes_read;
+    let (kept, selective_counts) = counted_scan(&location, &["id"], Some(range)).await;
+    let selective_bytes = selective_counts.bytes_read;
     assert_eq!(ids_of(&kept), (120_000..122_000).collect::<Vec<_>>());
     assert!(
         selective_bytes * 5 < full_bytes,
@@ -411,26 +395,8 @@ async fn pages_ruled_out_meet_deletion_vectors_and_null_pages_without_losing_row
 async fn pages_ruled_out_across_row_groups_decoded_in_runs_keep_every_live_match() {
     let dir = tempfile::tempdir().unwrap();
     let location = tarn_store::open(dir.path().join("t").to_str().unwrap()).unwrap();
-    let data = rows(0..ROWS);
-    let mut table = Table::create_at(location.clone())
-        .with_arrow_schema(&data.schema())
-        .with_property("delta.enableDeletionVectors", "true")
-        .execute()
-        .await
-        .unwrap();
     // Ten row groups of 20,000 rows in pages of 4,096: one file, read in several runs.
-    table
-        .write([data])
-        .with_writer_properties(
-            WriterProperties::builder()
-                .set_max_row_group_row_count(Some(20_000))
-                .set_data_page_row_count_limit(4096)
-                .set_column_dictionary_enabled("id".into(), false)
-                .build(),
-        )
-        .execute()
-        .await
-        .unwrap();
+    let mut table = one_file(&location, 20_000).await;
     table
         .delete(col("bucket").eq(lit(5)).or(col("id").eq(lit(61_000i64))))
         .with_strategy(ChangeStrategy::MergeOnRead)
