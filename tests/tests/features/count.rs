@@ -148,6 +148,14 @@ async fn a_limit_plans_and_reads_only_the_files_it_needs() {
         rows(table.scan().with_limit(10_000).collect().await.unwrap()),
         4000
     );
+    // A limited stream asked again after its end ends again (it used to panic).
+    let mut stream = table.scan().with_limit(10_000).execute().await.unwrap();
+    let mut drained = 0;
+    while let Some(batch) = futures::StreamExt::next(&mut stream).await {
+        drained += batch.unwrap().num_rows();
+    }
+    assert_eq!(drained, 4000);
+    assert!(futures::StreamExt::next(&mut stream).await.is_none());
     assert_eq!(table.scan().with_limit(1500).count().await.unwrap(), 1500);
 
     // With a predicate every file may be planned; the rows stop at the limit and match.

@@ -137,6 +137,23 @@ async fn a_record_batch_reader_feeds_a_write_and_an_overwrite() {
     assert_eq!(count(&table).await, 30);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_reader_or_stream_writes_no_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = table(dir.path()).await;
+    let empty: Vec<Result<RecordBatch, ArrowError>> = Vec::new();
+    let outcome = table
+        .write_reader(RecordBatchIterator::new(empty, schema()))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!((outcome.rows_written, outcome.files_added), (0, 0));
+    let empty = futures::stream::iter(Vec::<Result<RecordBatch, ArrowError>>::new());
+    let outcome = table.write_stream(empty).execute().await.unwrap();
+    assert_eq!((outcome.rows_written, outcome.files_added), (0, 0));
+    assert_eq!(count(&table).await, 0);
+}
+
 /// A reader that yields two batches, then panics.
 struct Panicking(i64);
 

@@ -625,5 +625,7 @@ fn limited(stream: RecordBatchStream, limit: usize) -> RecordBatchStream {
             Err(e) => Some((Err(e), (stream, 0))),
         }
     })
+    // Fused: a consumer that asks again after the end gets the end again.
+    .fuse()
     .boxed()
 }

@@ -53,6 +53,8 @@ where
                 source: Arc::new(e),
             })
         })
+        // Fused, as `from_reader`: a caller's stream need not allow a poll after its end.
+        .fuse()
         .boxed()
 }
 
@@ -113,6 +115,8 @@ where
             },
         }
     })
+    // Fused: a write that asks again after the end (an empty input) gets the end again.
+    .fuse()
     .boxed()
 }
 
