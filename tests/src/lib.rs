@@ -52,27 +52,8 @@ pub fn workspace_binary(package: &str, binary: &str) -> std::path::PathBuf {
         args.extend(["--profile", profile]);
     }
     let mut command = std::process::Command::new(env!("CARGO"));
-    // The variables Cargo sets for a test run (the package's name, manifest folder, ...)
-    // are read by build scripts that ask to rerun when they change (ring's does): left
-    // in, they would rebuild the dependency tree the outer `cargo test` built.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let set_by_cargo = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_"]
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_BIN_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_TARGET_TMPDIR",
-                "CARGO_RUSTC_CURRENT_DIR",
-                "OUT_DIR",
-            ]
-            .contains(&name.as_ref());
-        if set_by_cargo {
-            command.env_remove(name.as_ref());
-        }
-    }
+    // Built in the environment the outer `cargo test` built in, so nothing rebuilds.
+    tarn_test_support::clear_cargo_test_env(&mut command);
     let status = command
         .args(&args)
         .env("CARGO_TARGET_DIR", target_dir)

@@ -17,6 +17,33 @@ use std::path::{Path, PathBuf};
 use arrow::array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+/// Takes out of `command`'s environment the variables Cargo sets for a test run (the
+/// package's name, manifest folder, ...), so a Cargo build the test starts sees the
+/// environment the outer `cargo test` built in. Build scripts ask to rerun when some of
+/// them change (ring's does): left in, they would rebuild the dependency tree the outer
+/// `cargo test` built, and the next `cargo test` would rebuild it back.
+pub fn clear_cargo_test_env(command: &mut std::process::Command) -> &mut std::process::Command {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+                "OUT_DIR",
+            ]
+            .contains(&name.as_ref());
+        if set_by_cargo {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
 /// The folder test dependencies are installed into.
 pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TARN_CACHE_DIR") {
