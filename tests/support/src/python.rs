@@ -93,3 +93,65 @@ fn run(command: &mut Command) -> Result<(), String> {
         ))
     }
 }
+
+static PACKAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// The interpreter of a virtual environment holding the `tarn` Python package built
+/// from this checkout (`maturin develop`, the dev profile, in the workspace's target
+/// folder), with pytest and the libraries its tests exchange data with: pyarrow,
+/// Polars, pandas, DuckDB and `deltalake`. The environment is made once; the package is
+/// built again by each test process, which cargo makes quick when nothing changed.
+/// Panics with instructions when Python 3, PyPI or the build fails.
+pub fn package() -> &'static Path {
+    match PACKAGE.get_or_init(build_package) {
+        Ok(p) => p,
+        Err(e) => panic!(
+            "{e}\nThe Python package's tests need Python 3 with venv and pip, and access to \
+             PyPI (they install maturin, pytest, pyarrow, polars, pandas, \
+             duckdb=={} and deltalake=={DELTALAKE_VERSION} into {}).",
+            crate::duckdb::DUCKDB_VERSION,
+            crate::cache_dir().display()
+        ),
+    }
+}
+
+fn build_package() -> Result<PathBuf, String> {
+    let dir = crate::cache_dir().join(format!(
+        "venv-python-package-{}-{DELTALAKE_VERSION}",
+        crate::duckdb::DUCKDB_VERSION
+    ));
+    let python = venv(
+        &dir,
+        &[
+            "maturin>=1.9.4,<2".to_string(),
+            "pytest".to_string(),
+            "pyarrow==26.0.1".to_string(),
+            "polars==2.1.0".to_string(),
+            "pandas==3.1.1".to_string(),
+            format!("duckdb=={}", crate::duckdb::DUCKDB_VERSION),
+            format!("deltalake=={DELTALAKE_VERSION}"),
+        ],
+    )?;
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../python/Cargo.toml")
+        .canonicalize()
+        .map_err(|e| format!("the python/ folder of this checkout: {e}"))?;
+    let bin = dir.join("bin");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin.clone()];
+    paths.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(paths).map_err(|e| e.to_string())?;
+    eprintln!("building the tarn Python package into {}", dir.display());
+    crate::with_install_lock("python-package-build", || {
+        // In the environment the outer `cargo test` built in, so it reuses that build.
+        run(
+            crate::clear_cargo_test_env(&mut Command::new(bin.join("maturin")))
+                .args(["develop", "--quiet", "--manifest-path"])
+                .arg(&manifest)
+                .env("VIRTUAL_ENV", &dir)
+                .env("PATH", path)
+                .env_remove("CONDA_PREFIX"),
+        )
+    })?;
+    Ok(python)
+}

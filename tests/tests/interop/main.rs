@@ -8,6 +8,7 @@
 mod duckdb;
 mod interop;
 mod operations;
+mod python;
 mod spark;
 mod spark_catalog;
 mod spark_features;
