@@ -185,6 +185,9 @@ impl Snapshot {
         let mut excluded = Vec::new();
         // The first corrupt checkpoint, reported if no older state can replace it.
         let mut corrupt: Option<Error> = None;
+        // Checkpoints that failed to read, counted so a log that keeps changing under the
+        // reader cannot keep it here.
+        let mut vanished = 0;
         loop {
             let segment = match LogSegment::from_listing(&listing, target, &excluded) {
                 Ok(segment) => segment,
@@ -196,12 +199,18 @@ impl Snapshot {
                 checkpoint_version,
             ) {
                 (Err(e @ Error::InvalidCheckpoint { .. }), Some(bad)) => {
-                    // Rebuild from an older checkpoint or from the commits, as Delta readers do.
-                    corrupt.get_or_insert(e);
-                    excluded.push(bad);
                     // List again, from the start: a checkpoint gone missing may have been
                     // removed by a log cleanup that kept a newer one.
                     listing = list_log(location.store().as_ref(), location.root(), 0).await?;
+                    vanished += 1;
+                    if listing.checkpoints.contains_key(&bad) || vanished > LOG_RACE_RETRIES {
+                        // Still listed: corrupt. Rebuild from an older checkpoint or from
+                        // the commits, as Delta readers do.
+                        corrupt.get_or_insert(e);
+                        excluded.push(bad);
+                    }
+                    // Gone from the listing: a cleanup removed it; the new listing holds
+                    // the checkpoint it kept, so it is not corruption.
                 }
                 (other, _) => return other.inspect(|s| s.note_listing(&listing)),
             }
@@ -352,7 +361,9 @@ impl Snapshot {
             .collect::<Option<_>>()
             .unwrap_or_default();
         if commits.is_empty() {
-            return Self::load(self.location.clone(), None).await;
+            // A gap after this version: a cleanup removed commits; build afresh (retrying
+            // as a build does when what it listed goes missing).
+            return Self::builder(self.location.clone()).build().await;
         }
         let bodies = match read_commits(store, &commits).await {
             // A log cleanup removed commits this handle is far behind on.
