@@ -49,6 +49,34 @@ fn metadata(
     }
 }
 
+/// What a listing lists.
+enum Kind {
+    Namespaces,
+    Tables,
+}
+
+/// Every child of `parent` of one kind, as dotted names, read a page at a time.
+async fn list_all(catalog: &Catalog, parent: &ObjectId, kind: Kind) -> PyResult<Vec<String>> {
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = match kind {
+            Kind::Namespaces => {
+                catalog
+                    .list_namespaces(parent, PAGE, token.as_deref())
+                    .await
+            }
+            Kind::Tables => catalog.list_tables(parent, PAGE, token.as_deref()).await,
+        }
+        .py_err()?;
+        all.extend(page.ids.iter().map(dotted));
+        match page.next {
+            Some(next) => token = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
+
 /// A Tarn catalog at a URL (made there on first open).
 #[pyclass(module = "tarn._tarn", name = "Catalog", frozen)]
 pub(crate) struct PyCatalog {
@@ -117,19 +145,7 @@ impl PyCatalog {
         let parent = parent.map_or_else(|| Ok(ObjectId::root()), Name::id)?;
         let catalog = self.inner.clone();
         run(py, async move {
-            let mut all = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page = catalog
-                    .list_namespaces(&parent, PAGE, token.as_deref())
-                    .await
-                    .py_err()?;
-                all.extend(page.ids.iter().map(dotted));
-                match page.next {
-                    Some(next) => token = Some(next),
-                    None => return Ok(all),
-                }
-            }
+            list_all(&catalog, &parent, Kind::Namespaces).await
         })
     }
 
@@ -139,19 +155,7 @@ impl PyCatalog {
         let parent = namespace.map_or_else(|| Ok(ObjectId::root()), Name::id)?;
         let catalog = self.inner.clone();
         run(py, async move {
-            let mut all = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let page = catalog
-                    .list_tables(&parent, PAGE, token.as_deref())
-                    .await
-                    .py_err()?;
-                all.extend(page.ids.iter().map(dotted));
-                match page.next {
-                    Some(next) => token = Some(next),
-                    None => return Ok(all),
-                }
-            }
+            list_all(&catalog, &parent, Kind::Tables).await
         })
     }
 

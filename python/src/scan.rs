@@ -117,13 +117,13 @@ impl PyScan {
     }
 
     /// The rows as a `pyarrow.Table`.
-    fn to_pyarrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn to_pyarrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         py.import("pyarrow")?.call_method1("table", (slf,))
     }
 
     /// The rows as a `polars.DataFrame` (Polars reads the stream itself: no copy).
-    fn to_polars<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn to_polars<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         py.import("polars")?.call_method1("DataFrame", (slf,))
     }

@@ -367,7 +367,7 @@ impl PyTable {
         filter: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let scan = Bound::new(py, self.scan(py, columns, filter, None, None, None)?)?;
-        py.import("pyarrow")?.call_method1("table", (scan,))
+        PyScan::to_pyarrow(&scan)
     }
 
     /// The rows (optionally `columns`, matching `filter`) as a `polars.DataFrame`.
@@ -379,7 +379,7 @@ impl PyTable {
         filter: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let scan = Bound::new(py, self.scan(py, columns, filter, None, None, None)?)?;
-        py.import("polars")?.call_method1("DataFrame", (scan,))
+        PyScan::to_polars(&scan)
     }
 
     /// The number of rows (matching `filter`).
