@@ -2,7 +2,8 @@
 //! the stream is still producing (a stream that waits for the first data file to appear
 //! would wait forever if the input were collected first), a `RecordBatchReader` feeds a
 //! write as a stream does, a failing stream commits nothing, identity values continue
-//! across batches, and a later batch that does not fit fails the write.
+//! across batches, a later batch that does not fit fails the write, and a long stream is
+//! encoded on every core in runs of consecutive rows.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -263,4 +264,55 @@ async fn identity_values_continue_across_the_batches_of_a_stream() {
     let _ = table.append([values(2)]).await.unwrap();
     let ids = sorted_ids(&table.scan().select(["id"]).collect().await.unwrap());
     assert_eq!(ids, (1..=22).collect::<Vec<i64>>());
+}
+
+/// A stream longer than one encoder's run (64 MiB of Arrow data) is encoded on every
+/// core, each run of consecutive rows into files of its own: the files' key ranges tile
+/// the input without overlapping, so their statistics stay as tight as a single encoder
+/// would leave them, and every row is there once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_stream_is_encoded_in_runs_of_consecutive_rows_on_every_core() {
+    const ROWS: i64 = 10_000_000;
+    const BATCH: i64 = 64 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = Arc::new(Schema::new(vec![Field::new("key", DataType::Int64, false)]));
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&keys)
+        .execute()
+        .await
+        .unwrap();
+    let schema = Arc::clone(&keys);
+    let batches = (0..ROWS).step_by(BATCH as usize).map(move |from| {
+        let ids = Int64Array::from_iter_values(from..(from + BATCH).min(ROWS));
+        RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(ids)])
+    });
+    let outcome = table
+        .write_reader(RecordBatchIterator::new(batches, keys))
+        .execute()
+        .await
+        .unwrap();
+    assert_eq!(outcome.rows_written, ROWS as u64);
+    let mut ranges: Vec<(i64, i64, i64)> = table
+        .snapshot()
+        .files()
+        .map(|add| {
+            let stats: serde_json::Value =
+                serde_json::from_str(&add.stats.as_ref().unwrap().json()).unwrap();
+            (
+                stats["minValues"]["key"].as_i64().unwrap(),
+                stats["maxValues"]["key"].as_i64().unwrap(),
+                stats["numRecords"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    ranges.sort();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(ranges.len() > 1, cores > 1, "{ranges:?}");
+    let mut next = 0;
+    for (min, max, rows) in &ranges {
+        assert_eq!((*min, max - min + 1), (next, *rows), "{ranges:?}");
+        next = max + 1;
+    }
+    assert_eq!(next, ROWS);
+    assert_eq!(count(&table).await, ROWS as usize);
 }

@@ -141,6 +141,7 @@ async fn rewrite_file(
                         snapshot.schema(),
                         snapshot.partition_columns(),
                         options,
+                        false,
                     );
                     for batch in pending.drain(..) {
                         w.send(batch).await?;

@@ -1,6 +1,8 @@
-//! A data write fed batch by batch: one encoder on a blocking thread takes the batches as
-//! a caller produces them (a copy-on-write rewrite streaming a file), and files upload as
-//! they finish.
+//! A data write fed batch by batch: encoders on blocking threads take the batches as a
+//! caller produces them (a streamed append, a copy-on-write rewrite streaming a file), and
+//! files upload as they finish.
+
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use futures::FutureExt;
@@ -12,80 +14,238 @@ use crate::error::{Error, Result};
 use crate::protocol::StructType;
 use crate::snapshot::PartitionColumn;
 
-/// A data write fed batch by batch, for a caller that produces rows as it goes (a
-/// copy-on-write rewrite streaming a file): one encoder on a blocking thread takes the
-/// batches as they come and files upload as they finish, so memory holds a couple of
-/// batches and the file being encoded. Dropping it unfinished stops the uploads.
+/// Arrow bytes a parallel stream hands one encoder before the next takes over: big
+/// enough that files stay large, small enough that a long stream keeps every core busy.
+/// A run is queued whole while the stream moves on to the next (that is what lets the
+/// encoders overlap), so on many cores runs shrink to keep [`IN_FLIGHT_BYTES`] in all,
+/// down to [`MIN_RUN_BYTES`].
+const RUN_BYTES: usize = 64 * 1024 * 1024;
+const MIN_RUN_BYTES: usize = 16 * 1024 * 1024;
+const IN_FLIGHT_BYTES: usize = 256 * 1024 * 1024;
+/// Batches go to an encoder in groups of about this many rows (or [`SEND_BYTES`]): one
+/// thread hand-off per small batch costs as much as encoding it.
+const SEND_ROWS: usize = 64 * 1024;
+const SEND_BYTES: usize = 8 * 1024 * 1024;
+/// Groups a run's queue holds: a whole run of rows of a byte or more.
+const RUN_GROUPS: usize = RUN_BYTES / SEND_ROWS;
+
+/// A data write fed batch by batch: encoders on blocking threads take the batches as
+/// they come and files upload as they finish. In parallel mode the stream is cut into
+/// runs of consecutive rows ([`RUN_BYTES`] of Arrow data each), each run encoded into
+/// files of its own while the next runs go to other encoders, one per core; files keep
+/// consecutive rows, so their statistics stay as tight as the input's order makes them.
+/// Memory holds the queued runs (at most one per core) and the file being encoded per
+/// encoder; a single encoder is kept a couple of groups behind. Dropping it
+/// unfinished stops the uploads.
 pub(crate) struct StreamWriter {
-    tx: tokio::sync::mpsc::Sender<RecordBatch>,
-    /// The encoder and uploads; taken when a failed send reports their error.
+    /// The run being fed.
+    run: Option<Run>,
+    /// Arrow bytes per run, in parallel mode.
+    run_bytes: Option<usize>,
+    encoder: Arc<RunEncoder>,
+    /// Taken by `finish`, so the uploads end once the last encoder does.
+    files: Option<tokio::sync::mpsc::Sender<Result<EncodedFile>>>,
+    /// One encoder per core at most.
+    slots: Arc<tokio::sync::Semaphore>,
+    encoders: Vec<tokio::task::JoinHandle<()>>,
+    /// The uploads; taken when a failed send reports their error.
     done: Option<futures::future::BoxFuture<'static, Result<WrittenFiles>>>,
 }
 
+/// A run of consecutive rows on its way to one encoder.
+struct Run {
+    tx: tokio::sync::mpsc::Sender<Vec<RecordBatch>>,
+    /// Arrow bytes handed to the run, pending ones included.
+    bytes: usize,
+    /// Batches not sent yet, and their rows and bytes.
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    pending_bytes: usize,
+}
+
+/// What every run's encoder shares.
+struct RunEncoder {
+    schema: StructType,
+    partition_columns: Vec<PartitionColumn>,
+    options: FileWriteOptions,
+    destination: Destination,
+}
+
 impl StreamWriter {
-    /// Starts a write of conformed batches in the table's schema.
+    /// Starts a write of conformed batches in the table's schema; `parallel` cuts the
+    /// stream into runs encoded on every core (a long append), otherwise one encoder
+    /// takes it all (a file rewritten as it streams, beside other files' rewrites).
     pub(crate) fn start(
         location: &StoreLocation,
         schema: &StructType,
         partition_columns: &[PartitionColumn],
         options: &FileWriteOptions,
+        parallel: bool,
     ) -> StreamWriter {
-        let (tx, mut batches) = tokio::sync::mpsc::channel::<RecordBatch>(2);
         let (files_tx, files_rx) =
             tokio::sync::mpsc::channel::<Result<EncodedFile>>(UPLOAD_CONCURRENCY);
-        let (schema, partition_columns) = (schema.clone(), partition_columns.to_vec());
-        let options = options.clone();
         let now = options.modification_time;
-        let destination = Destination::of(location);
-        let encoder = tokio::task::spawn_blocking(move || {
-            let rows = std::iter::from_fn(|| batches.blocking_recv());
-            let result = encode(
-                &schema,
-                &partition_columns,
-                rows,
-                &options,
-                Some(&destination),
-                &files_tx,
-            );
-            if let Err(e) = result {
-                let _ = files_tx.blocking_send(Err(e));
-            }
-        });
-        let location = location.clone();
+        let uploads = location.clone();
         let done = crate::tasks::spawn("writing data files", async move {
-            upload_all(&location, now, files_rx, vec![encoder], None).await
+            upload_all(&uploads, now, files_rx, Vec::new(), None).await
         });
+        let cores = crate::tasks::cores();
+        let parallel = parallel && cores > 1 && !options.file_per_batch;
         StreamWriter {
-            tx,
+            run: None,
+            run_bytes: parallel
+                .then_some((IN_FLIGHT_BYTES / cores).clamp(MIN_RUN_BYTES, RUN_BYTES)),
+            encoder: Arc::new(RunEncoder {
+                schema: schema.clone(),
+                partition_columns: partition_columns.to_vec(),
+                options: options.clone(),
+                destination: Destination::of(location),
+            }),
+            files: Some(files_tx),
+            slots: Arc::new(tokio::sync::Semaphore::new(if parallel {
+                cores
+            } else {
+                1
+            })),
+            encoders: Vec::new(),
             done: Some(done.boxed()),
         }
     }
 
-    /// Hands the encoder a batch, waiting while it is a couple of batches behind.
+    /// Hands an encoder a batch, in groups of about [`SEND_ROWS`] rows, waiting while
+    /// every encoder is busy when a run starts (or, with one encoder, while it is a
+    /// couple of groups behind).
     ///
     /// Fails with the write's error when encoding or uploading has failed.
     pub(crate) async fn send(&mut self, batch: RecordBatch) -> Result<()> {
-        if self.tx.send(batch).await.is_ok() {
+        let full = match (&self.run, self.run_bytes) {
+            (None, _) => true,
+            (Some(run), Some(limit)) => run.bytes >= limit,
+            (Some(_), None) => false,
+        };
+        if full {
+            self.end_run().await?;
+            self.start_run().await?;
+        }
+        let size = slice_bytes(&batch);
+        let Some(run) = self.run.as_mut() else {
+            return Err(stopped_early());
+        };
+        run.bytes += size;
+        run.pending_rows += batch.num_rows();
+        run.pending_bytes += size;
+        run.pending.push(batch);
+        if run.pending_rows >= SEND_ROWS || run.pending_bytes >= SEND_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the current run's pending batches to its encoder.
+    async fn flush(&mut self) -> Result<()> {
+        let Some(run) = self.run.as_mut() else {
+            return Ok(());
+        };
+        if run.pending.is_empty() {
+            return Ok(());
+        }
+        let batches = std::mem::take(&mut run.pending);
+        (run.pending_rows, run.pending_bytes) = (0, 0);
+        if run.tx.send(batches).await.is_ok() {
             return Ok(());
         }
         // The encoder stopped taking batches, which only an error makes it do.
-        Err(match self.done.take() {
+        Err(self.failure().await)
+    }
+
+    /// Sends what the current run holds and ends its input, so its encoder finishes it.
+    async fn end_run(&mut self) -> Result<()> {
+        self.flush().await?;
+        self.run = None;
+        Ok(())
+    }
+
+    /// Starts the next run on an encoder of its own once one is free.
+    async fn start_run(&mut self) -> Result<()> {
+        let slot = Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| stopped_early())?;
+        let Some(files) = self.files.clone() else {
+            return Err(stopped_early());
+        };
+        // In parallel mode a run queues whole (its size bounds it, and one run per core
+        // is in flight); a single encoder is kept a couple of groups behind.
+        let queue = if self.run_bytes.is_some() {
+            RUN_GROUPS
+        } else {
+            2
+        };
+        let (tx, mut batches) = tokio::sync::mpsc::channel::<Vec<RecordBatch>>(queue);
+        let encoder = Arc::clone(&self.encoder);
+        self.encoders.push(tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let rows = std::iter::from_fn(|| batches.blocking_recv()).flatten();
+            let result = encode(
+                &encoder.schema,
+                &encoder.partition_columns,
+                rows,
+                &encoder.options,
+                Some(&encoder.destination),
+                &files,
+            );
+            if let Err(e) = result {
+                let _ = files.blocking_send(Err(e));
+            }
+        }));
+        self.run = Some(Run {
+            tx,
+            bytes: 0,
+            pending: Vec::new(),
+            pending_rows: 0,
+            pending_bytes: 0,
+        });
+        Ok(())
+    }
+
+    /// The error that stopped an encoder: the uploads' result holds it.
+    async fn failure(&mut self) -> Error {
+        self.run = None;
+        self.files = None;
+        match self.done.take() {
             Some(done) => done.await.err().unwrap_or_else(stopped_early),
             None => stopped_early(),
-        })
+        }
     }
 
     /// Ends the input and waits for the last files to upload.
     ///
     /// Fails when encoding or an upload failed.
-    pub(crate) async fn finish(self) -> Result<WrittenFiles> {
-        let StreamWriter { tx, done } = self;
-        drop(tx);
-        match done {
-            Some(done) => done.await,
-            None => Err(stopped_early()),
+    pub(crate) async fn finish(mut self) -> Result<WrittenFiles> {
+        self.end_run().await?;
+        self.files = None;
+        let written = match self.done.take() {
+            Some(done) => done.await?,
+            None => return Err(stopped_early()),
+        };
+        // A panicked encoder sent no error: its files are missing, so the write fails.
+        for encoder in std::mem::take(&mut self.encoders) {
+            encoder.await.map_err(|source| Error::TaskFailed {
+                task: "encoding data files",
+                source,
+            })?;
         }
+        Ok(written)
     }
+}
+
+/// The Arrow bytes `batch`'s rows take (a slice counts its rows, not its buffers).
+fn slice_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum()
 }
 
 fn stopped_early() -> Error {

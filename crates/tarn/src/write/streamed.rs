@@ -1,7 +1,8 @@
 //! Appends and overwrites whose input is a stream of batches: each batch is conformed as
 //! it arrives (identity values drawn, columns checked, `replace_where` checked) and handed
-//! to one encoder, and files upload as they finish, so memory holds a couple of batches
-//! and the files being encoded, never the whole input.
+//! to the encoders (runs of consecutive rows, one encoder per core), and files upload as
+//! they finish, so memory holds a couple of batches and the files being encoded, never
+//! the whole input.
 
 use std::sync::Arc;
 
@@ -218,6 +219,7 @@ pub(crate) async fn write_stream(
         schema,
         snapshot.partition_columns(),
         options,
+        true,
     );
     for batch in first {
         writer.send(batch).await?;
