@@ -126,8 +126,17 @@ impl DeleteBuilder<'_> {
             .await?;
             return finish(table, txn, started, metrics).await;
         }
-        // Deleted rows are only marked: their ids need not be read.
-        let files = read_planned(&snapshot, &plan, false).await?;
+        // Deleted rows are only marked: their ids need not be read, nor (unless the change
+        // data feed records them whole) any column but the predicate's.
+        let predicate_columns: Vec<String> = bound
+            .columns()
+            .iter()
+            .map(|c| c.root().to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let columns = (!cdf && !predicate_columns.is_empty()).then_some(predicate_columns);
+        let files = read_planned(&snapshot, &plan, false, columns).await?;
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
         let mut feed = Feed::new();

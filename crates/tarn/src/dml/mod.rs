@@ -174,11 +174,13 @@ pub(crate) async fn read_selected(
 
 /// Reads the planned files a merge-on-read change marks: only the rows an index allows
 /// when one covers the file (through the offset index, so only their pages), else whole;
-/// with the rows' stable ids when `with_ids` (a change that writes rows anew).
+/// with the rows' stable ids when `with_ids` (a change that writes rows anew); only
+/// `columns` when given (a delete that needs no more than its predicate's).
 pub(crate) async fn read_planned(
     snapshot: &Snapshot,
     plan: &ScanPlan,
     with_ids: bool,
+    columns: Option<Vec<String>>,
 ) -> Result<Vec<(Add, FileRows)>> {
     let files = plan
         .files
@@ -188,6 +190,10 @@ pub(crate) async fn read_planned(
     let scan = match with_ids {
         true => row_ids::scan_with_ids(snapshot),
         false => snapshot.scan(),
+    };
+    let scan = match columns {
+        Some(columns) => scan.select(columns),
+        None => scan,
     };
     read_selected(&scan, files).await
 }

@@ -321,7 +321,7 @@ impl UpdateBuilder<'_> {
             rewrite_in_place(&mut txn, &snapshot, plan.files, decide, now, &mut metrics).await?;
             return finish(table, txn, started, metrics).await;
         }
-        let files = read_planned(&snapshot, &plan, true).await?;
+        let files = read_planned(&snapshot, &plan, true, None).await?;
         let hidden = super::row_ids::hidden_fields(&snapshot);
         metrics.files_scanned = files.len();
         let mut changes = Vec::new();
