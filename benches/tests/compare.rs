@@ -78,3 +78,65 @@ fn compare_runs_every_engine_on_the_same_tables_and_reports_every_row() {
         );
     }
 }
+
+/// `tarn-bench python` end to end at a tiny scale, with the development build of the
+/// package the pytest suite uses: every side runs every step in its own process, they
+/// agree on the rows (the harness fails otherwise), and every row reports the Python
+/// package, `deltalake` and, where the Rust API does the same work, the Rust time.
+#[test]
+fn python_runs_the_package_deltalake_and_rust_on_the_same_data() {
+    let python = tarn_test_support::python::package();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("results.jsonl");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tarn-bench"))
+        .args(["python", "--python"])
+        .arg(python)
+        .args(["--scale", "0.001", "--runs", "1", "--url"])
+        .arg(dir.path().join("bench"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &serde_json::Value| r["workload"] == "python")
+        .collect();
+    let works: Vec<&str> = records
+        .iter()
+        .map(|r| r["work"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        works,
+        [
+            "load 10000 rows",
+            "full scan into pyarrow (Rust: into record batches)",
+            "full scan into Polars",
+            "DuckDB aggregate over every column, streamed",
+            "upsert 1%, Tarn copy-on-write",
+            "upsert 1%, Tarn merge-on-read",
+            "delete 1%, Tarn copy-on-write",
+            "delete 1%, Tarn merge-on-read",
+        ]
+    );
+    for r in &records {
+        let work = r["work"].as_str().unwrap();
+        let mut fields = vec!["tarn_python_p50_ms", "deltalake_p50_ms", "ratio"];
+        if !work.contains("Polars") && !work.contains("DuckDB") {
+            fields.extend(["tarn_rust_p50_ms", "tarn_rust_peak_mib"]);
+        }
+        for field in fields {
+            let value = r[field].as_f64().unwrap_or(-1.0);
+            assert!(value > 0.0, "{field} of {work}: {value}");
+        }
+        assert!(stdout.contains(&format!("| {work} |")), "{stdout}");
+    }
+    assert!(stdout.contains("The 10000 rows take"), "{stdout}");
+}

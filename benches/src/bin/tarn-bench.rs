@@ -84,6 +84,18 @@ enum Command {
     /// the CDC mix; medians, the ratio delta-rs / Tarn and peak memory per row. Installs
     /// `deltalake` in a virtual environment on first use.
     Compare,
+    /// The `tarn` Python package side by side with `deltalake` on the same data (local
+    /// directory only, 10M rows at scale 1): load, scans into pyarrow, Polars and DuckDB,
+    /// the 1% upsert and a 1% delete under both strategies; and the same work through
+    /// the Rust API, which is what the Python layer costs. Builds the package (release)
+    /// into a virtual environment with the peers on first use; not part of `all`.
+    Python {
+        /// An interpreter that has `tarn`, `deltalake`, pyarrow, Polars and DuckDB
+        /// installed, instead of the environment the bench makes (the tests pass the
+        /// one with their development build).
+        #[arg(long)]
+        python: Option<PathBuf>,
+    },
     /// TPC-DS through SQL: the data generated at `--scale-factor` and loaded into Tarn
     /// tables (local directory only, kept between runs), DuckDB's 99 query texts run on
     /// Tarn (DataFusion), delta-rs (`QueryBuilder`) and DuckDB (delta extension) side by
@@ -124,8 +136,8 @@ enum Command {
     /// One measured step of `compare` on Tarn, in this process (what `compare` runs).
     #[command(hide = true)]
     Step {
-        /// `load INPUT TABLE`, `append TABLE INPUT`, `merge cow|mor TABLE SOURCE` or
-        /// `query TABLE`.
+        /// `load INPUT TABLE`, `append TABLE INPUT`, `merge cow|mor TABLE SOURCE`,
+        /// `delete cow|mor TABLE PREDICATE`, `scan TABLE`, `query TABLE` or `open TABLE`.
         args: Vec<String>,
     },
     /// Cold open and full scan of the Spark-written golden tables.
@@ -176,6 +188,14 @@ async fn main() -> Result<(), BenchError> {
         Command::Compare => {
             let python = tarn_test_support::python::python();
             tarn_bench::compare::compare(&bench, python, &mut reporter).await?;
+            vec![]
+        }
+        Command::Python { python } => {
+            let python = match python {
+                Some(python) => python,
+                None => tarn_test_support::python::bench_package()?,
+            };
+            tarn_bench::compare::python(&bench, &python, &mut reporter).await?;
             vec![]
         }
         Command::Tpcds {

@@ -14,6 +14,7 @@
 //! and prints the medians and the ratio delta-rs / Tarn per row (above 1: Tarn is
 //! faster).
 
+mod python;
 mod reads;
 mod step;
 
@@ -26,6 +27,7 @@ use serde::Deserialize;
 use crate::report::{Record, Reporter, progress};
 use crate::workloads::MERGE_FRACTIONS;
 use crate::{Bench, BenchError, Sample, Summary, r#gen};
+pub use python::python;
 pub use step::step;
 use step::write_parquet;
 
@@ -45,6 +47,12 @@ pub struct StepReport {
     /// Rows inserted (merge).
     #[serde(default)]
     pub inserted: Option<u64>,
+    /// Rows deleted (delete).
+    #[serde(default)]
+    pub deleted: Option<u64>,
+    /// The rows' size in Arrow memory (Tarn's scan).
+    #[serde(default)]
+    pub bytes: Option<u64>,
     /// Data files the opened snapshot lists (open).
     #[serde(default)]
     pub files: Option<u64>,
@@ -115,7 +123,7 @@ impl Harness {
 
     /// Runs one step of `engine` in a fresh process.
     async fn run(&self, engine: Engine, args: &[&str]) -> Result<StepReport, BenchError> {
-        let mut command = match engine {
+        let command = match engine {
             Engine::DeltaRs => {
                 let mut c = tokio::process::Command::new(&self.python);
                 c.arg(&self.script);
@@ -132,20 +140,7 @@ impl Harness {
                 c
             }
         };
-        let output = command.args(args).output().await?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            return Err(format!(
-                "{} step {args:?} failed ({}):\n{}",
-                engine.name(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            )
-            .into());
-        }
-        let line = stdout.lines().last().unwrap_or_default();
-        serde_json::from_str(line)
-            .map_err(|e| format!("{} step {args:?} printed {line:?}: {e}", engine.name()).into())
+        run_step(engine.name(), command, args).await
     }
 
     /// A fresh copy of `from` at `to`.
@@ -155,6 +150,28 @@ impl Harness {
         copy_dir(&from, &to)?;
         Ok(to)
     }
+}
+
+/// Runs one step (`command` with `args`) and reads the report it prints last; `name`
+/// says whose step it was in errors.
+async fn run_step(
+    name: &str,
+    mut command: tokio::process::Command,
+    args: &[&str],
+) -> Result<StepReport, BenchError> {
+    let output = command.args(args).output().await?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{name} step {args:?} failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .map_err(|e| format!("{name} step {args:?} printed {line:?}: {e}").into())
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -285,7 +302,7 @@ fn median(values: &[f64]) -> f64 {
 }
 
 /// The order of the engines in run `run`: alternating who goes first.
-fn order(run: usize, engines: &[Engine]) -> Vec<Engine> {
+fn order<T: Copy>(run: usize, engines: &[T]) -> Vec<T> {
     let mut out = engines.to_vec();
     if run % 2 == 1 {
         out.reverse();

@@ -2,8 +2,10 @@
 //! step ...`), as `deltars_step.py` and `duckdb_step.py` do for the peers.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use futures::TryStreamExt;
 use parquet::arrow::ArrowWriter;
 use tarn::{ChangeStrategy, Table};
 
@@ -12,8 +14,9 @@ use crate::{BenchError, memory};
 
 /// Runs one of Tarn's steps in this process and returns its report: the other half of
 /// `deltars_step.py`. `args` are `load INPUT TABLE`, `append TABLE INPUT`,
-/// `merge cow|mor TABLE SOURCE`, `query TABLE` or `open TABLE` (a cold open and the list of
-/// its files).
+/// `merge cow|mor TABLE SOURCE`, `delete cow|mor TABLE PREDICATE`, `scan TABLE` (every row
+/// into memory; `bytes` is their Arrow size), `query TABLE` or `open TABLE` (a cold open
+/// and the list of its files).
 ///
 /// Fails on unknown arguments, unreadable input, or when Tarn fails.
 pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
@@ -47,6 +50,27 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
                 "rows": outcome.rows_written,
             }))
         }
+        "load-stream" => {
+            // What the Python package's load does: CREATE TABLE AS from a reader.
+            let batches = read_parquet(Path::new(arg(1)?))?;
+            let schema = batches.first().ok_or("empty input")?.schema();
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let reader = arrow::array::RecordBatchIterator::new(
+                batches.into_iter().map(Ok),
+                Arc::clone(&schema),
+            );
+            let started = timed_start();
+            Table::create_at(tarn_store::open(arg(2)?)?)
+                .with_arrow_schema(&schema)
+                .with_property("delta.enableDeletionVectors", "true")
+                .execute_reader(reader)
+                .await?;
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "rows": rows,
+            }))
+        }
         "append" => {
             let mut table = Table::open(arg(1)?).await?;
             let batches = read_parquet(Path::new(arg(2)?))?;
@@ -59,11 +83,7 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
             }))
         }
         "merge" => {
-            let strategy = match arg(1)? {
-                "cow" => ChangeStrategy::CopyOnWrite,
-                "mor" => ChangeStrategy::MergeOnRead,
-                other => return Err(format!("merge strategy {other:?}: cow or mor").into()),
-            };
+            let strategy = strategy(arg(1)?)?;
             let mut table = Table::open(arg(2)?).await?;
             let source = read_parquet(Path::new(arg(3)?))?;
             let started = timed_start();
@@ -73,6 +93,34 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
                 "peak_rss_mib": peak(),
                 "updated": outcome.metrics.rows_updated,
                 "inserted": outcome.metrics.rows_inserted,
+            }))
+        }
+        "delete" => {
+            let strategy = strategy(arg(1)?)?;
+            let mut table = Table::open(arg(2)?).await?;
+            let predicate = tarn::expr::parse_sql(arg(3)?)?;
+            let started = timed_start();
+            let outcome = table
+                .delete(predicate)
+                .with_strategy(strategy)
+                .execute()
+                .await?;
+            Ok(serde_json::json!({
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_mib": peak(),
+                "deleted": outcome.metrics.rows_deleted,
+            }))
+        }
+        "scan" => {
+            let table = Table::open(arg(1)?).await?;
+            let started = timed_start();
+            let batches: Vec<RecordBatch> = table.scan().execute().await?.try_collect().await?;
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            Ok(serde_json::json!({
+                "ms": ms,
+                "peak_rss_mib": peak(),
+                "rows": batches.iter().map(|b| b.num_rows() as u64).sum::<u64>(),
+                "bytes": batches.iter().map(|b| b.get_array_memory_size() as u64).sum::<u64>(),
             }))
         }
         "query" => {
@@ -107,7 +155,18 @@ pub async fn step(args: &[String]) -> Result<serde_json::Value, BenchError> {
                 "files": files,
             }))
         }
-        other => Err(format!("unknown step {other:?}: load, append, merge, query or open").into()),
+        other => Err(format!(
+            "unknown step {other:?}: load, load-stream, append, merge, delete, scan, query or open"
+        )
+        .into()),
+    }
+}
+
+fn strategy(name: &str) -> Result<ChangeStrategy, BenchError> {
+    match name {
+        "cow" => Ok(ChangeStrategy::CopyOnWrite),
+        "mor" => Ok(ChangeStrategy::MergeOnRead),
+        other => Err(format!("strategy {other:?}: cow or mor").into()),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Python virtual environments for the peers: `deltalake` (delta-rs) for the
-//! interoperability tests and the bench's side-by-side, and any other set of packages.
+//! Python virtual environments: `deltalake` (delta-rs) for the interoperability tests
+//! and the bench's side-by-side, the `tarn` package built from this checkout for its
+//! pytest suite and for the bench's `python` side-by-side, and any other set of packages.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -132,26 +133,85 @@ fn build_package() -> Result<PathBuf, String> {
             format!("deltalake=={DELTALAKE_VERSION}"),
         ],
     )?;
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+    // In the environment the outer `cargo test` built in, so it reuses that build.
+    maturin_develop(&dir)?;
+    Ok(python)
+}
+
+/// The interpreter of a virtual environment for the bench's `python` side-by-side: the
+/// `tarn` package installed as a user installs it, from a release wheel of this checkout
+/// (`maturin build --release` in the workspace's target folder, then `pip install`; the
+/// first build takes a while), beside pyarrow, Polars, DuckDB and `deltalake`, the
+/// versions the tests use.
+///
+/// Fails when Python 3, PyPI, the build or the install fails.
+pub fn bench_package() -> Result<PathBuf, String> {
+    let dir = crate::cache_dir().join(format!(
+        "venv-python-bench-{}-{DELTALAKE_VERSION}",
+        crate::duckdb::DUCKDB_VERSION
+    ));
+    let python = venv(
+        &dir,
+        &[
+            "maturin>=1.9.4,<2".to_string(),
+            "pyarrow==26.0.1".to_string(),
+            "polars==2.1.0".to_string(),
+            format!("duckdb=={}", crate::duckdb::DUCKDB_VERSION),
+            format!("deltalake=={DELTALAKE_VERSION}"),
+        ],
+    )?;
+    let wheels = dir.join("wheels");
+    let _ = std::fs::remove_dir_all(&wheels);
+    eprintln!("building a release wheel of the tarn Python package");
+    let mut build = Command::new(dir.join("bin").join("maturin"));
+    crate::clear_cargo_test_env(&mut build)
+        .args(["build", "--quiet", "--release", "--compatibility", "linux"])
+        .arg("--manifest-path")
+        .arg(manifest()?)
+        .arg("--out")
+        .arg(&wheels);
+    crate::with_install_lock("python-package-build", || run(&mut build))?;
+    let wheel = std::fs::read_dir(&wheels)
+        .map_err(|e| format!("{}: {e}", wheels.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| format!("maturin wrote no wheel into {}", wheels.display()))?;
+    run(Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--force-reinstall", "--no-deps"])
+        .arg(&wheel))?;
+    Ok(python)
+}
+
+fn manifest() -> Result<PathBuf, String> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../python/Cargo.toml")
         .canonicalize()
-        .map_err(|e| format!("the python/ folder of this checkout: {e}"))?;
+        .map_err(|e| format!("the python/ folder of this checkout: {e}"))
+}
+
+/// Builds the package from this checkout into the environment at `dir`.
+fn maturin_develop(dir: &Path) -> Result<(), String> {
+    let manifest = manifest()?;
     let bin = dir.join("bin");
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![bin.clone()];
     paths.extend(std::env::split_paths(&path));
     let path = std::env::join_paths(paths).map_err(|e| e.to_string())?;
     eprintln!("building the tarn Python package into {}", dir.display());
-    crate::with_install_lock("python-package-build", || {
-        // In the environment the outer `cargo test` built in, so it reuses that build.
-        run(
-            crate::clear_cargo_test_env(&mut Command::new(bin.join("maturin")))
-                .args(["develop", "--quiet", "--manifest-path"])
-                .arg(&manifest)
-                .env("VIRTUAL_ENV", &dir)
-                .env("PATH", path)
-                .env_remove("CONDA_PREFIX"),
-        )
-    })?;
-    Ok(python)
+    let mut command = Command::new(bin.join("maturin"));
+    crate::clear_cargo_test_env(&mut command)
+        .args(["develop", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .env("VIRTUAL_ENV", dir)
+        .env("PATH", path)
+        .env_remove("CONDA_PREFIX");
+    crate::with_install_lock("python-package-build", || run(&mut command))
 }
