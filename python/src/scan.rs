@@ -27,6 +27,8 @@ pub(crate) struct PyScan {
     columns: Option<Vec<String>>,
     filter: Option<Expr>,
     limit: Option<usize>,
+    /// String and binary columns as Arrow views (for Polars, whose strings are views).
+    string_views: bool,
 }
 
 impl PyScan {
@@ -42,6 +44,7 @@ impl PyScan {
             columns,
             filter,
             limit,
+            string_views: false,
         }
     }
 
@@ -56,7 +59,7 @@ impl PyScan {
         if let Some(limit) = self.limit {
             scan = scan.with_limit(limit);
         }
-        scan
+        scan.with_string_views(self.string_views)
     }
 
     /// Starts the scan and returns it as a blocking Arrow reader.
@@ -122,10 +125,20 @@ impl PyScan {
         py.import("pyarrow")?.call_method1("table", (slf,))
     }
 
-    /// The rows as a `polars.DataFrame` (Polars reads the stream itself: no copy).
+    /// The rows as a `polars.DataFrame`. Polars reads the stream itself, its strings as
+    /// the views it keeps them in, so no column is copied.
     pub(crate) fn to_polars<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        py.import("polars")?.call_method1("DataFrame", (slf,))
+        let this = slf.get();
+        let views = PyScan {
+            snapshot: this.snapshot.clone(),
+            columns: this.columns.clone(),
+            filter: this.filter.clone(),
+            limit: this.limit,
+            string_views: true,
+        };
+        py.import("polars")?
+            .call_method1("DataFrame", (Bound::new(py, views)?,))
     }
 
     /// The number of rows the scan yields (at most its limit), from file statistics and
