@@ -21,15 +21,7 @@ import time
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
-from peak import peak_mib, reset_peak
-
-
-def timed(work):
-    reset_peak()
-    started = time.perf_counter()
-    out = work()
-    ms = (time.perf_counter() - started) * 1e3
-    return out, ms, peak_mib()
+from peak import peak_mib, reset_peak, timed
 
 
 def main(argv):

@@ -2,10 +2,11 @@
 
 `reset_peak` starts the peak over (Linux: a child's `ru_maxrss` starts at its parent's
 size, so it cannot measure a step); `peak_mib` is the peak since, from VmHWM, or the
-whole process's peak where /proc is missing.
+whole process's peak where /proc is missing; `timed` runs one step's work between them.
 """
 
 import resource
+import time
 
 
 def reset_peak():
@@ -25,3 +26,12 @@ def peak_mib() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(work):
+    """Runs `work()`; returns its result, the milliseconds it took and the peak MiB."""
+    reset_peak()
+    started = time.perf_counter()
+    out = work()
+    ms = (time.perf_counter() - started) * 1e3
+    return out, ms, peak_mib()

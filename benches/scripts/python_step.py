@@ -25,22 +25,13 @@ did the same work.
 import json
 import os
 import sys
-import time
 
 import pyarrow.parquet as pq
-from peak import peak_mib, reset_peak
+from peak import peak_mib, reset_peak, timed
 
 STRATEGIES = {"cow": "copy-on-write", "mor": "merge-on-read"}
 # Every column in the aggregate, so DuckDB decodes all of them.
 AGGREGATE = "SELECT count(*), sum(key), sum(value), max(value2), sum(part) FROM data"
-
-
-def timed(work):
-    reset_peak()
-    started = time.perf_counter()
-    out = work()
-    ms = (time.perf_counter() - started) * 1e3
-    return out, ms, peak_mib()
 
 
 def tarn_step(op, args):
