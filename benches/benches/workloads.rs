@@ -3,9 +3,10 @@
 //!
 //! Configured by the environment:
 //! - `TARN_BENCH_URL`: where tables go (default: a temporary directory); `s3://bucket/prefix`
-//!   takes credentials and endpoint from `AWS_*`.
+//!   takes credentials and endpoint from `AWS_*`, `gs://` from `GOOGLE_*`, `az://` from
+//!   `AZURE_STORAGE_*`.
 //! - `TARN_BENCH_PROFILE`: latency replayed on measured operations (`none`, `s3-standard`,
-//!   `s3-express`; default `none`).
+//!   `s3-express`, `gcs-standard`, `azure-blob`; default `none`).
 //! - `TARN_BENCH_SCALE`: multiplies the sizes (default 0.1: 100K-row tables).
 
 #![allow(clippy::expect_used)] // A benchmark that cannot set up has nothing to measure.

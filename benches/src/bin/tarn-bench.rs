@@ -19,11 +19,13 @@ use tarn_store::{LatencyProfile, StoreOptions};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Where the tables go: a directory, memory://name, or s3://bucket/prefix (credentials,
-    /// region and endpoint from the AWS_* environment; `--x-s3` buckets are S3 Express).
+    /// Where the tables go: a directory, memory://name, s3://bucket/prefix (credentials,
+    /// region and endpoint from the AWS_* environment; `--x-s3` buckets are S3 Express),
+    /// gs://bucket/prefix (GOOGLE_*) or az://container/prefix (AZURE_STORAGE_*).
     #[arg(long, global = true, default_value = "target/tarn-bench")]
     url: String,
-    /// Latency profile replayed on measured operations: none, s3-standard or s3-express.
+    /// Latency profile replayed on measured operations: none, s3-standard, s3-express,
+    /// gcs-standard or azure-blob.
     #[arg(long, global = true, default_value = "none")]
     profile: String,
     /// Multiplies row and file counts: 1 is the default replay (1M-row tables, 1K and 10K

@@ -63,7 +63,78 @@ pub async fn run_all(store: Arc<dyn ObjectStore>, prefix: &Path) -> Outcome {
     concurrent_creates_have_one_winner(Arc::clone(&store), &prefix.clone().join("race"), 16)
         .await?;
     special_characters_round_trip(store.as_ref(), &prefix.clone().join("chars")).await?;
+    multipart_upload_round_trip(store.as_ref(), &prefix.clone().join("multipart")).await?;
     Ok(())
+}
+
+/// A multipart upload of two 5 MiB parts (S3's smallest) and a short last one reads back
+/// whole and in ranges across the part boundaries; an aborted upload leaves no object.
+pub async fn multipart_upload_round_trip(store: &dyn ObjectStore, prefix: &Path) -> Outcome {
+    const CHECK: &str = "multipart_upload_round_trip";
+    const PART: usize = 5 * 1024 * 1024;
+    let path = prefix.clone().join("large.bin");
+    let data: Bytes = (0..2 * PART + 1000)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<_>>()
+        .into();
+    let mut upload = store
+        .put_multipart(&path)
+        .await
+        .map_err(store_err(CHECK, "start"))?;
+    for part in [0..PART, PART..2 * PART, 2 * PART..data.len()] {
+        upload
+            .put_part(PutPayload::from_bytes(data.slice(part)))
+            .await
+            .map_err(store_err(CHECK, "part"))?;
+    }
+    upload
+        .complete()
+        .await
+        .map_err(store_err(CHECK, "complete"))?;
+    let got = store
+        .get(&path)
+        .await
+        .map_err(store_err(CHECK, "get"))?
+        .bytes()
+        .await
+        .map_err(store_err(CHECK, "get body"))?;
+    ensure!(
+        CHECK,
+        got == data,
+        "read back {} bytes, not the {} uploaded",
+        got.len(),
+        data.len()
+    );
+    let across = PART - 10..2 * PART + 10;
+    let slice = store
+        .get_range(&path, across.start as u64..across.end as u64)
+        .await
+        .map_err(store_err(CHECK, "ranged get"))?;
+    ensure!(
+        CHECK,
+        slice == data.slice(across),
+        "a range across the parts differs"
+    );
+    store
+        .delete(&path)
+        .await
+        .map_err(store_err(CHECK, "delete"))?;
+
+    let aborted = prefix.clone().join("aborted.bin");
+    let mut upload = store
+        .put_multipart(&aborted)
+        .await
+        .map_err(store_err(CHECK, "start"))?;
+    upload
+        .put_part(PutPayload::from_bytes(data.slice(0..PART)))
+        .await
+        .map_err(store_err(CHECK, "part"))?;
+    upload.abort().await.map_err(store_err(CHECK, "abort"))?;
+    match store.head(&aborted).await {
+        Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Ok(_) => Err(fail(CHECK, "an aborted upload left an object")),
+        Err(e) => Err(fail(CHECK, format!("head after abort: {e}"))),
+    }
 }
 
 /// PUT then GET returns the bytes; ranged GET returns the slice; HEAD the size; overwrite

@@ -15,7 +15,7 @@ pub enum Error {
     },
     /// The URL's scheme has no store.
     #[error(
-        "unsupported URL scheme {scheme:?} in {url:?}; use memory://, file://, a path, or s3://"
+        "unsupported URL scheme {scheme:?} in {url:?}; use memory://, file://, a path, s3://, gs:// or az://"
     )]
     UnsupportedScheme {
         /// The scheme found.
@@ -32,7 +32,9 @@ pub enum Error {
         url: String,
     },
     /// A latency profile name is not known.
-    #[error("unknown latency profile {name:?}; known: none, s3-standard, s3-express")]
+    #[error(
+        "unknown latency profile {name:?}; known: none, s3-standard, s3-express, gcs-standard, azure-blob"
+    )]
     UnknownProfile {
         /// The name given.
         name: String,

@@ -1,16 +1,17 @@
 //! Object stores for Tarn tables.
 //!
 //! Every byte Tarn reads or writes goes through an [`object_store::ObjectStore`]. This crate
-//! opens one from a URL ([`open`]) and provides composable wrappers, each an `ObjectStore`
+//! opens one from a URL ([`open`]: memory, local files, S3, GCS, Azure Blob / ADLS Gen2) and provides composable wrappers, each an `ObjectStore`
 //! itself:
 //!
 //! - [`CountingStore`] counts requests by kind, bytes, and the *critical path*: how many
 //!   round trips an operation waited on one after another.
 //! - [`LatencyStore`] sleeps per request following a named, seeded [`LatencyProfile`]
-//!   (`s3-standard`, `s3-express`) to replay S3 behaviour on one machine.
+//!   (`s3-standard`, `s3-express`, `gcs-standard`, `azure-blob`) to replay a cloud's
+//!   behaviour on one machine.
 //! - [`HedgedStore`] sends a second copy of a small PUT that runs past the 90th
-//!   percentile of those seen so far, and takes the first answer that settles it; S3
-//!   stores opened here are hedged.
+//!   percentile of those seen so far, and takes the first answer that settles it; cloud
+//!   stores (S3, GCS, Azure) opened here are hedged.
 //! - [`FaultStore`] injects seeded failures (before or after a request takes effect,
 //!   5xx, 409, timeouts, truncated reads, slow listings) on paths matching a pattern.
 //! - [`CacheStore`] keeps byte ranges of immutable objects (data files, deletion vectors,
@@ -19,13 +20,15 @@
 //!
 //! The [`conformance`] module is the suite of behaviours every store and wrapper must show,
 //! put-if-absent among them; Tarn's tests run it against memory, local files, every wrapper
-//! and a real S3-compatible server.
+//! a real S3-compatible server (MinIO) and Azurite.
 //!
 //! This crate knows nothing of tables (beyond [`delta_objects`], which tells the cache which
 //! paths of a Delta table never change).
 
 mod cache;
+mod clouds;
 mod counting;
+mod emulator;
 mod error;
 mod fault;
 mod fault_rules;

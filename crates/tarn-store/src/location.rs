@@ -2,25 +2,32 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use object_store::ObjectStore;
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use url::Url;
 
+use crate::clouds::{Cloud, bucket_of, open_cloud};
 use crate::error::{Error, Result};
-use crate::hedge::{HedgePolicy, HedgedStore};
 use crate::redact::{REDACTED, is_secret_option, redact_url};
 
-/// Options for opening a store, on top of what the environment (`AWS_*`) provides.
+/// Options for opening a store, on top of what the environment provides (`AWS_*` for S3,
+/// `GOOGLE_*` for GCS, `AZURE_*` for Azure).
 ///
-/// Keys are those `object_store` understands for S3 (`endpoint`, `region`, `access_key_id`,
-/// `secret_access_key`, `session_token`, `allow_http`, `s3_express`, and their `aws_` forms);
-/// an option given here wins over the environment. Options are ignored for memory and local
+/// Keys are those `object_store` understands for the URL's cloud, with or without their
+/// `aws_`, `google_` or `azure_` prefix:
+/// - S3: `endpoint`, `region`, `access_key_id`, `secret_access_key`, `session_token`,
+///   `s3_express`, ...;
+/// - GCS: `service_account` (a key file's path), `service_account_key` (its JSON),
+///   `application_credentials`, `endpoint` (the service's base URL), `skip_signature`;
+/// - Azure: `account_name`, `access_key`, `sas_token`, `bearer_token`, `client_id`,
+///   `client_secret`, `tenant_id`, `endpoint`, `use_emulator`, ...;
+/// - every cloud: `allow_http`, `timeout`, `connect_timeout`, `proxy_url`, ...
+///
+/// An option given here wins over the environment. Options are ignored for memory and local
 /// stores, which have none.
 ///
 /// Its `Debug` prints every key, and the values of secrets (keys, tokens, passwords) as
@@ -59,7 +66,8 @@ impl StoreOptions {
         self
     }
 
-    /// The S3 endpoint, for S3-compatible servers such as MinIO (`http://127.0.0.1:9000`).
+    /// Where requests go instead of the cloud's own address: an S3-compatible server such
+    /// as MinIO (`http://127.0.0.1:9000`), a GCS base URL, or an Azure account URL.
     #[must_use]
     pub fn with_endpoint(self, endpoint: impl Into<String>) -> Self {
         self.with("endpoint", endpoint)
@@ -91,7 +99,7 @@ impl StoreOptions {
         self.with(ALLOWED_ROOTS, joined.join(","))
     }
 
-    /// Allows plain-HTTP endpoints (a local MinIO).
+    /// Allows plain-HTTP endpoints (a local MinIO or emulator).
     #[must_use]
     pub fn with_allow_http(self, allow: bool) -> Self {
         self.with("allow_http", allow.to_string())
@@ -199,18 +207,20 @@ impl StoreLocation {
     /// Resolves an absolute URL (as found in some Delta logs) to a path in this store, if the
     /// URL has this location's scheme and authority. Returns `None` otherwise.
     pub fn resolve_absolute(&self, url: &Url) -> Option<Path> {
-        let same_scheme = normalise_scheme(url.scheme()) == normalise_scheme(self.url.scheme());
-        if !same_scheme || url.host_str() != self.url.host_str() {
+        let same_store = match (
+            Cloud::of_scheme(url.scheme()),
+            Cloud::of_scheme(self.url.scheme()),
+        ) {
+            (Some(a), Some(b)) => a == b && bucket_of(a, url) == bucket_of(b, &self.url),
+            (None, None) => {
+                url.scheme() == self.url.scheme() && url.host_str() == self.url.host_str()
+            }
+            _ => false,
+        };
+        if !same_store {
             return None;
         }
         Path::from_url_path(url.path()).ok()
-    }
-}
-
-fn normalise_scheme(scheme: &str) -> &str {
-    match scheme {
-        "s3a" => "s3",
-        other => other,
     }
 }
 
@@ -228,12 +238,19 @@ pub fn open(url: &str) -> Result<StoreLocation> {
 ///   through one handle is seen by the next;
 /// - a local path (relative paths are taken from the current directory) or `file:///abs/path`;
 /// - `s3://bucket[/prefix]` (or `s3a://`), with credentials, region and endpoint from `AWS_*`
-///   variables and `options`; buckets ending in `--x-s3` are S3 Express directory buckets.
+///   variables and `options`; buckets ending in `--x-s3` are S3 Express directory buckets;
+/// - `gs://bucket[/prefix]`, with credentials from `GOOGLE_APPLICATION_CREDENTIALS`,
+///   `GOOGLE_SERVICE_ACCOUNT*` or the instance, and `options`;
+/// - `az://container[/prefix]` (or `azure://`, `adl://`, `abfs[s]://container/`), with the
+///   account and credentials from `AZURE_STORAGE_*` variables and `options`, and
+///   `abfs[s]://container@account.dfs.core.windows.net[/prefix]`, which names the account.
+///
+/// Cloud locations are normalised to `s3://`, `gs://` and `az://container/prefix`.
 ///
 /// Fails with [`Error::InvalidUrl`] when the URL cannot be parsed or has `..`, `.`, empty
 /// or control-character segments, [`Error::UnsupportedScheme`] for other schemes,
-/// [`Error::UnknownOption`] for option keys S3 does not know, and [`Error::Build`] when the
-/// store cannot be configured.
+/// [`Error::UnknownOption`] for option keys the cloud does not know, and [`Error::Build`]
+/// when the store cannot be configured (an Azure URL without an account, say).
 pub fn open_with_options(url: &str, options: &StoreOptions) -> Result<StoreLocation> {
     if url.chars().any(char::is_control) {
         return Err(invalid(url, "control characters are not allowed"));
@@ -279,11 +296,13 @@ fn open_url(raw: &str, url: Url, options: &StoreOptions) -> Result<StoreLocation
                 .map_err(|()| invalid(raw, "a file URL must hold an absolute path"))?;
             open_local(raw, path)
         }
-        "s3" | "s3a" => open_s3(raw, &url, options),
-        other => Err(Error::UnsupportedScheme {
-            scheme: other.to_string(),
-            url: redact_url(raw),
-        }),
+        scheme => match Cloud::of_scheme(scheme) {
+            Some(cloud) => open_cloud(raw, &url, cloud, options),
+            None => Err(Error::UnsupportedScheme {
+                scheme: scheme.to_string(),
+                url: redact_url(raw),
+            }),
+        },
     }
 }
 
@@ -344,42 +363,8 @@ fn normalise_local(path: &std::path::Path) -> PathBuf {
     out
 }
 
-fn open_s3(raw: &str, url: &Url, options: &StoreOptions) -> Result<StoreLocation> {
-    let bucket = url
-        .host_str()
-        .filter(|b| !b.is_empty())
-        .ok_or_else(|| invalid(raw, "an s3 URL needs a bucket: s3://bucket/prefix"))?
-        .to_string();
-    let root = url_root(raw, url)?;
-    let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
-    if bucket.ends_with("--x-s3") {
-        builder = builder.with_s3_express(true);
-    }
-    for (key, value) in options.iter().filter(|(k, _)| *k != ALLOWED_ROOTS) {
-        let key = if key == "allow_http" {
-            "aws_allow_http"
-        } else {
-            key
-        };
-        let config = AmazonS3ConfigKey::from_str(key).map_err(|_| Error::UnknownOption {
-            key: key.to_string(),
-            url: redact_url(raw),
-        })?;
-        builder = builder.with_config(config, value);
-    }
-    let store = builder.build().map_err(|source| Error::Build {
-        url: redact_url(raw),
-        source,
-    })?;
-    let normalised = format!("s3://{bucket}/{root}");
-    let url = Url::parse(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
-    // S3's latency tail is long: small PUTs running long get a second copy.
-    let store = HedgedStore::new(store, HedgePolicy::default());
-    Ok(StoreLocation::new(url, Arc::new(store), root))
-}
-
 /// The path part of a URL as a store path, refusing segments that would escape it.
-fn url_root(raw: &str, url: &Url) -> Result<Path> {
+pub(crate) fn url_root(raw: &str, url: &Url) -> Result<Path> {
     let trimmed = url.path().trim_matches('/');
     if trimmed.is_empty() {
         return Ok(Path::ROOT);
@@ -447,7 +432,7 @@ mod tests {
             Err(Error::InvalidUrl { .. })
         ));
         assert!(matches!(
-            open("gs://bucket/x"),
+            open("ftp://bucket/x"),
             Err(Error::UnsupportedScheme { .. })
         ));
     }
@@ -470,6 +455,44 @@ mod tests {
     }
 
     #[test]
+    fn gcs_and_azure_urls_keep_bucket_container_and_prefix() {
+        let gcs = open_with_options(
+            "gs://bucket/some/prefix",
+            &StoreOptions::new()
+                .with_endpoint("http://127.0.0.1:9")
+                .with("skip_signature", "true"),
+        )
+        .unwrap();
+        assert_eq!(gcs.root().as_ref(), "some/prefix");
+        assert_eq!(gcs.url().as_str(), "gs://bucket/some/prefix");
+        let azure = StoreOptions::new()
+            .with("account_name", "acct")
+            .with("access_key", "a2V5");
+        for url in [
+            "az://container/p",
+            "azure://container/p",
+            "adl://container/p",
+            "abfss://container/p",
+            "abfss://container@acct.dfs.core.windows.net/p",
+        ] {
+            let loc = open_with_options(url, &azure).unwrap();
+            assert_eq!(loc.url().as_str(), "az://container/p", "{url}");
+            assert_eq!(loc.root().as_ref(), "p", "{url}");
+        }
+        // The account may come from the URL alone.
+        let named = StoreOptions::new().with("access_key", "a2V5");
+        assert!(open_with_options("abfss://c@acct.dfs.core.windows.net/p", &named).is_ok());
+        assert!(matches!(
+            open_with_options("az://c/p", &azure.clone().with("region", "x")),
+            Err(Error::UnknownOption { .. })
+        ));
+        assert!(matches!(
+            open_with_options("gs:///p", &StoreOptions::new()),
+            Err(Error::InvalidUrl { .. })
+        ));
+    }
+
+    #[test]
     fn absolute_urls_resolve_only_in_the_same_store() {
         let loc = open("s3://bucket/table").unwrap();
         let same = Url::parse("s3a://bucket/elsewhere/f.parquet").unwrap();
@@ -479,5 +502,20 @@ mod tests {
         );
         let other = Url::parse("s3://other/f.parquet").unwrap();
         assert!(loc.resolve_absolute(&other).is_none());
+        let azure = open_with_options(
+            "az://container/table",
+            &StoreOptions::new()
+                .with("account_name", "acct")
+                .with("access_key", "a2V5"),
+        )
+        .unwrap();
+        let spark = Url::parse("abfss://container@acct.dfs.core.windows.net/t/f.parquet").unwrap();
+        assert_eq!(
+            azure.resolve_absolute(&spark).unwrap().as_ref(),
+            "t/f.parquet"
+        );
+        let elsewhere = Url::parse("abfss://other@acct.dfs.core.windows.net/f.parquet").unwrap();
+        assert!(azure.resolve_absolute(&elsewhere).is_none());
+        assert!(azure.resolve_absolute(&same).is_none());
     }
 }

@@ -43,15 +43,16 @@ struct Cli {
 /// What every mode needs: where, under which latency profile, and where the JSON lines go.
 #[derive(Args, Clone)]
 pub(crate) struct Common {
-    /// The table or catalog: a local path or a URL (s3://bucket/prefix; memory:// is per
-    /// process).
+    /// The table or catalog: a local path or a URL (s3://, gs:// or az://bucket/prefix,
+    /// credentials from the cloud's environment variables; memory:// is per process).
     #[arg(long)]
     pub(crate) url: String,
-    /// Latency profile replayed in every worker: none, s3-standard or s3-express.
+    /// Latency profile replayed in every worker: none, s3-standard, s3-express,
+    /// gcs-standard or azure-blob.
     #[arg(long, default_value = "none")]
     pub(crate) profile: String,
-    /// Do not hedge slow small PUTs over the replayed profile (an `s3://` URL is hedged
-    /// by its store either way).
+    /// Do not hedge slow small PUTs over the replayed profile (a cloud URL is hedged by
+    /// its store either way).
     #[arg(long)]
     pub(crate) no_hedge: bool,
     /// Turn group commit off in the worker processes this command starts (it sets
