@@ -1,8 +1,6 @@
 //! Running a `tarn-concurrency` torture mode (exactly-once table writers, catalog writers)
-//! against the test S3 server: its credentials in the environment, a ten-minute limit, and
-//! the JSON report it prints.
-
-use crate::minio::S3Server;
+//! against a test server (MinIO, Azurite): its credentials in the environment, a
+//! ten-minute limit, and the JSON report it prints.
 
 /// The seed of a torture run: `TARN_TORTURE_SEED`, else `default`, so a failing run can be
 /// replayed.
@@ -13,20 +11,15 @@ pub fn seed(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `command` (a torture mode with its arguments) against `server` and returns its
-/// report. Panics naming `mode` when it fails, runs over ten minutes, or prints no JSON.
+/// Runs `command` (a torture mode with its arguments) with `env` (a server's credentials)
+/// and returns its report. Panics naming `mode` when it fails, runs over ten minutes, or
+/// prints no JSON.
 pub async fn run(
-    server: &S3Server,
+    env: &[(String, String)],
     mut command: tokio::process::Command,
     mode: &str,
 ) -> serde_json::Value {
-    let output = command
-        .env("AWS_ENDPOINT", &server.endpoint)
-        .env("AWS_ACCESS_KEY_ID", &server.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &server.secret_key)
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ALLOW_HTTP", "true")
-        .output();
+    let output = command.envs(env.iter().cloned()).output();
     let output = tokio::time::timeout(std::time::Duration::from_secs(600), output)
         .await
         .expect("the torture run finishes within ten minutes")

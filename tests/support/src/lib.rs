@@ -7,9 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod azurite;
 pub mod duckdb;
 pub mod minio;
 pub mod python;
+pub mod server;
 pub mod spark;
 
 use std::path::{Path, PathBuf};

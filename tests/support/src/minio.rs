@@ -6,10 +6,8 @@
 //! built there with `go install` when missing (a few minutes, once). S3 tests never skip:
 //! without MinIO or Go they fail and say how to provide an endpoint.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -46,6 +44,17 @@ impl S3Server {
             .with_region("us-east-1")
             .with_credentials(&self.access_key, &self.secret_key)
             .with_allow_http(true)
+    }
+
+    /// The same as environment variables, for the processes a test starts.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ENDPOINT".into(), self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID".into(), self.access_key.clone()),
+            ("AWS_SECRET_ACCESS_KEY".into(), self.secret_key.clone()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+            ("AWS_ALLOW_HTTP".into(), "true".into()),
+        ]
     }
 
     /// A fresh `s3://` URL under the test bucket.
@@ -85,36 +94,29 @@ fn start() -> Result<S3Server, String> {
         return Ok(server);
     }
     let binary = minio_binary()?;
-    let port = free_port()?;
-    let console = free_port()?;
-    let data = data_dir()?;
+    let port = crate::server::free_port()?;
+    let console = crate::server::free_port()?;
+    let data = crate::server::data_dir("tarn-minio")?;
     let access_key = "tarn-tests".to_string();
     let secret_key = format!("secret-{}", uuid::Uuid::new_v4().simple());
-    // The shell watches this process and stops MinIO within a second of its exit, so no
-    // server outlives the tests, whatever way they end.
-    let script = r#"
-        "$1" server --quiet --address "127.0.0.1:$2" --console-address "127.0.0.1:$3" "$4" >"$4.log" 2>&1 &
-        child=$!
-        trap 'kill $child 2>/dev/null' EXIT INT TERM
-        while kill -0 "$5" 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done
-    "#;
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(&binary)
-        .arg(port.to_string())
-        .arg(console.to_string())
-        .arg(&data)
-        .arg(std::process::id().to_string())
-        .env("MINIO_ROOT_USER", &access_key)
-        .env("MINIO_ROOT_PASSWORD", &secret_key)
-        .env("MINIO_BROWSER", "off")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start MinIO ({}): {e}", binary.display()))?;
+    crate::server::spawn_watched(
+        &binary,
+        [
+            "server".to_string(),
+            "--quiet".to_string(),
+            "--address".to_string(),
+            format!("127.0.0.1:{port}"),
+            "--console-address".to_string(),
+            format!("127.0.0.1:{console}"),
+            data.display().to_string(),
+        ],
+        &data.with_extension("log"),
+        &[
+            ("MINIO_ROOT_USER", access_key.as_str()),
+            ("MINIO_ROOT_PASSWORD", secret_key.as_str()),
+            ("MINIO_BROWSER", "off"),
+        ],
+    )?;
     let server = S3Server {
         endpoint: format!("http://127.0.0.1:{port}"),
         access_key,
@@ -139,7 +141,7 @@ fn minio_binary() -> Result<PathBuf, String> {
     if let Some(bin) = std::env::var_os("TARN_MINIO_BIN") {
         return Ok(PathBuf::from(bin));
     }
-    if let Some(found) = find_on_path("minio") {
+    if let Some(found) = crate::server::find_on_path("minio") {
         return Ok(found);
     }
     let bin_dir = crate::cache_dir().join("bin");
@@ -148,7 +150,7 @@ fn minio_binary() -> Result<PathBuf, String> {
         if cached.exists() {
             return Ok(cached.clone());
         }
-        let go = find_on_path("go")
+        let go = crate::server::find_on_path("go")
             .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
             .ok_or_else(|| {
                 "MinIO is not installed and Go is not available to build it.".to_string()
@@ -170,47 +172,10 @@ fn minio_binary() -> Result<PathBuf, String> {
     })
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-fn free_port() -> Result<u16, String> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
-}
-
-/// A data folder for this process's server; folders of earlier, finished processes are
-/// removed.
-fn data_dir() -> Result<PathBuf, String> {
-    let base = std::env::temp_dir().join("tarn-minio");
-    std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let pid = name.split('.').next().and_then(|p| p.parse::<u32>().ok());
-            if let Some(pid) = pid
-                && !Path::new(&format!("/proc/{pid}")).exists()
-            {
-                let _ = std::fs::remove_dir_all(entry.path());
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-    let dir = base.join(std::process::id().to_string());
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Ok(dir)
-}
-
 fn wait_until_live(port: u16, data: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        let probe = http(
+        let probe = crate::server::http(
             port,
             "GET /minio/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
         );
@@ -223,15 +188,6 @@ fn wait_until_live(port: u16, data: &Path) -> Result<(), String> {
     Err(format!(
         "MinIO did not become live on port {port} within 60 s. Its log:\n{log}"
     ))
-}
-
-fn http(port: u16, request: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(request.as_bytes())?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    Ok(response)
 }
 
 /// Creates the test bucket with a SigV4-signed `PUT /<bucket>` (object stores cannot
@@ -274,7 +230,8 @@ fn create_bucket(server: &S3Server) -> Result<(), String> {
         bucket = server.bucket,
         access = server.access_key,
     );
-    let response = http(port, &request).map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let response =
+        crate::server::http(port, &request).map_err(|e| format!("cannot reach {url}: {e}"))?;
     if response.starts_with("HTTP/1.1 200") || response.contains("BucketAlreadyOwnedByYou") {
         Ok(())
     } else {

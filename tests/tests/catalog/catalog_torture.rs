@@ -54,7 +54,7 @@ async fn killed_and_faulty_catalog_writers_lose_nothing_and_half_do_nothing() {
         ])
         .arg("--ack-dir")
         .arg(acks.path());
-    let report = tarn_tests::torture::run(server, command, "catalog-torture").await;
+    let report = tarn_tests::torture::run(&server.env(), command, "catalog-torture").await;
     assert!(
         report["kills"].as_u64().unwrap() >= 6,
         "too few kills to mean much: {report}"

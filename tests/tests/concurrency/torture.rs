@@ -1,5 +1,5 @@
 //! The torture test: four exactly-once writer processes commit fifty appends each to one
-//! table on MinIO through `tarn-concurrency`, while 5% of their PUTs fail (half after the
+//! table on MinIO (and on Azurite) through `tarn-concurrency`, while 5% of their PUTs fail (half after the
 //! object landed) and the coordinator kills writers with SIGKILL and restarts them at
 //! random. Afterwards: no acknowledged commit lost, no txnId twice, no version gap, and
 //! the rows are exactly those of the acknowledged appends. It runs twice: as writers
@@ -29,21 +29,55 @@ struct Ack {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_and_faulty_writers_lose_nothing_and_double_nothing() {
-    torture("torture", None).await;
+    torture(&Server::minio(), "torture", None).await;
+}
+
+/// The same on Azurite: Azure's `If-None-Match: *` decides the races.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_faulty_writers_on_azure_lose_nothing_and_double_nothing() {
+    torture(&Server::azurite(), "torture-azure", None).await;
+}
+
+/// Where the torture runs: a URL maker, options for this process, and the environment
+/// for the writer processes.
+struct Server {
+    url: Box<dyn Fn(&str) -> String>,
+    options: tarn::StoreOptions,
+    env: Vec<(String, String)>,
+}
+
+impl Server {
+    fn minio() -> Self {
+        let server = tarn_tests::minio::s3();
+        Self {
+            url: Box::new(|name| server.url(name)),
+            options: server.options(),
+            env: server.env(),
+        }
+    }
+
+    fn azurite() -> Self {
+        let server = tarn_tests::azurite::azure();
+        Self {
+            url: Box::new(|name| server.url(name)),
+            options: server.options(),
+            env: server.env(),
+        }
+    }
 }
 
 /// The same with every writer whose proposal is out claiming its version (as under a
 /// crowd): killed claimers are waited out, and nothing is lost or doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_and_faulty_claiming_writers_lose_nothing_and_double_nothing() {
-    torture("torture-claims", Some("0")).await;
+    torture(&Server::minio(), "torture-claims", Some("0")).await;
 }
 
-/// Runs the torture under `name`, with `TARN_CLAIM_AT` set for the writers when given.
-async fn torture(name: &str, claim_at: Option<&str>) {
+/// Runs the torture under `name` on `server`, with `TARN_CLAIM_AT` set for the writers
+/// when given.
+async fn torture(server: &Server, name: &str, claim_at: Option<&str>) {
     let binary = tarn_tests::workspace_binary("tarn-bench", "tarn-concurrency");
-    let server = tarn_tests::minio::s3();
-    let url = server.url(name);
+    let url = (server.url)(name);
     let acks = tempfile::tempdir().unwrap();
     let seed = tarn_tests::torture::seed(11);
     let mut command = tokio::process::Command::new(&binary);
@@ -78,7 +112,7 @@ async fn torture(name: &str, claim_at: Option<&str>) {
     if let Some(claim_at) = claim_at {
         command.env("TARN_CLAIM_AT", claim_at);
     }
-    let report = tarn_tests::torture::run(server, command, name).await;
+    let report = tarn_tests::torture::run(&server.env, command, name).await;
     assert!(
         report["kills"].as_u64().unwrap() >= 10,
         "too few kills to mean much: {report}"
@@ -102,7 +136,7 @@ async fn torture(name: &str, claim_at: Option<&str>) {
 
     // The log: contiguous versions (the snapshot builds), each txnId and each
     // application version once.
-    let table = Table::open_with_options(&url, &server.options())
+    let table = Table::open_with_options(&url, &server.options)
         .await
         .unwrap();
     let location = table.location().clone();

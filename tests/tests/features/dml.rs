@@ -1,5 +1,5 @@
-//! DELETE, UPDATE and MERGE, copy-on-write and merge-on-read, on memory, local files and
-//! MinIO: the rows after each change equal an in-memory model; merge-on-read writes
+//! DELETE, UPDATE and MERGE, copy-on-write and merge-on-read, on memory, local files,
+//! MinIO and Azurite: the rows after each change equal an in-memory model; merge-on-read writes
 //! deletion vectors (inline or in files) and unions them; reads are targeted by partition
 //! values and statistics; concurrent DV changes rebase when disjoint and conflict when
 //! not.
@@ -131,6 +131,13 @@ fn local() -> Target {
 fn minio() -> Target {
     Target {
         location: tarn_tests::minio::s3().location("dml"),
+        _dir: None,
+    }
+}
+
+fn azurite() -> Target {
+    Target {
+        location: tarn_tests::azurite::azure().location("dml"),
         _dir: None,
     }
 }
@@ -424,6 +431,7 @@ macro_rules! suite {
 suite!(memory);
 suite!(local);
 suite!(minio);
+suite!(azurite);
 
 #[tokio::test]
 async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {

@@ -1,5 +1,6 @@
 //! The store conformance suite (put/get/range/list/delete, put-if-absent, 16 racing
-//! creates with one winner) on every store and wrapper Tarn runs on, MinIO included.
+//! creates with one winner, multipart uploads) on every store and wrapper Tarn runs on,
+//! MinIO and Azurite included.
 //! `CacheStore` runs it twice: with its Delta classifier, and caching every object (so the
 //! suite's overwrites and deletes go through its blocks).
 
@@ -16,6 +17,7 @@ use tarn_store::{
     CacheOptions, CacheStore, Cacheability, CountingStore, Fault, FaultOp, FaultRule, FaultStore,
     HedgePolicy, HedgedStore, LatencyProfile, LatencyStore,
 };
+use tarn_tests::azurite::azure;
 use tarn_tests::minio::s3;
 use tarn_tests::unique;
 
@@ -51,7 +53,7 @@ async fn counting_and_latency_wrappers_conform() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hedged_puts_conform_on_memory_and_minio() {
+async fn hedged_puts_conform_on_memory_minio_and_azurite() {
     // Hedge at the fastest recent PUT (at least 1 ms), over a store with a long tail: most
     // PUTs are sent twice, put-if-absent among them. (At the median, a short run on a busy
     // machine could hedge none.)
@@ -63,9 +65,15 @@ async fn hedged_puts_conform_on_memory_and_minio() {
         ..HedgePolicy::default()
     };
     let minio = s3().location("conformance-hedged");
-    let targets: [(&str, Arc<dyn ObjectStore>, Path); 2] = [
+    let azurite = azure().location("conformance-hedged");
+    let targets: [(&str, Arc<dyn ObjectStore>, Path); 3] = [
         ("memory", Arc::new(InMemory::new()), prefix()),
         ("minio", Arc::clone(minio.store()), minio.root().clone()),
+        (
+            "azurite",
+            Arc::clone(azurite.store()),
+            azurite.root().clone(),
+        ),
     ];
     for (name, inner, root) in targets {
         let latency = LatencyStore::new(inner, LatencyProfile::s3_standard().scaled(0.1), 11);
@@ -83,6 +91,14 @@ async fn hedged_puts_conform_on_memory_and_minio() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minio_conforms() {
     let location = s3().location("conformance");
+    run_all(Arc::clone(location.store()), location.root())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azurite_conforms() {
+    let location = azure().location("conformance");
     run_all(Arc::clone(location.store()), location.root())
         .await
         .unwrap();
@@ -135,7 +151,11 @@ async fn cache_store_conforms() {
         let cached = cache(inner, dir.path(), everything);
         run_all(Arc::new(cached), &prefix()).await.unwrap();
     }
-    let location = s3().location("conformance-cached");
-    let cached = cache(Arc::clone(location.store()), dir.path(), true);
-    run_all(Arc::new(cached), location.root()).await.unwrap();
+    for location in [
+        s3().location("conformance-cached"),
+        azure().location("conformance-cached"),
+    ] {
+        let cached = cache(Arc::clone(location.store()), dir.path(), true);
+        run_all(Arc::new(cached), location.root()).await.unwrap();
+    }
 }

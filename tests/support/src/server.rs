@@ -1,0 +1,97 @@
+//! What the local servers of the tests (MinIO, Azurite) share: finding programs, free
+//! ports, per-process data folders, starting a server that stops when the test process
+//! ends, and plain HTTP/1.1 requests to it.
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The first `name` on `PATH`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// A data folder for this process's server under `$TMPDIR/<base>`; folders of earlier,
+/// finished processes are removed.
+pub fn data_dir(base: &str) -> Result<PathBuf, String> {
+    let base = std::env::temp_dir().join(base);
+    std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name.split('.').next().and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    let dir = base.join(std::process::id().to_string());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Starts `program args...` with its output in `log`, watched by a shell that stops it
+/// within a second of this process's exit, so no server outlives the tests, whatever way
+/// they end.
+pub fn spawn_watched<I, S>(
+    program: &Path,
+    args: I,
+    log: &Path,
+    envs: &[(&str, &str)],
+) -> Result<(), String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let script = r#"
+        log=$1; parent=$2; shift 2
+        "$@" >"$log" 2>&1 &
+        child=$!
+        trap 'kill $child 2>/dev/null' EXIT INT TERM
+        while kill -0 "$parent" 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 1; done
+    "#;
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(log)
+        .arg(std::process::id().to_string())
+        .arg(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))
+}
+
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) to 127.0.0.1:`port`
+/// and returns the whole response.
+pub fn http(port: u16, request: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(request.as_bytes())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    Ok(response)
+}
