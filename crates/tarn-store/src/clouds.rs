@@ -15,7 +15,7 @@ use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use url::Url;
 
-use crate::emulator::{EMULATOR_ACCOUNT, EMULATOR_KEY, ListsFromOffsetHere};
+use crate::azure::{AzureStore, EMULATOR_ACCOUNT, EMULATOR_KEY};
 use crate::error::{Error, Result};
 use crate::hedge::{HedgePolicy, HedgedStore};
 use crate::location::{ALLOWED_ROOTS, StoreLocation, StoreOptions};
@@ -157,9 +157,9 @@ fn build_azure<'a>(
     let endpoint = builder.get_config_value(&AzureConfigKey::Endpoint);
     let (true, Some(endpoint)) = (emulator, endpoint) else {
         let store = builder.build().map_err(|source| build_error(raw, source))?;
-        return Ok(Arc::new(store));
+        return Ok(Arc::new(AzureStore::new(store, emulator)));
     };
-    // Azurite at an address of its own: see `emulator`.
+    // Azurite at an address of its own: see `azure`.
     let account = builder
         .get_config_value(&AzureConfigKey::AccountName)
         .unwrap_or_else(|| EMULATOR_ACCOUNT.to_string());
@@ -180,7 +180,7 @@ fn build_azure<'a>(
         .with_allow_http(true)
         .build()
         .map_err(|source| build_error(raw, source))?;
-    Ok(Arc::new(ListsFromOffsetHere(store)))
+    Ok(Arc::new(AzureStore::new(store, true)))
 }
 
 fn parse_key<K: FromStr>(raw: &str, key: &str) -> Result<K> {

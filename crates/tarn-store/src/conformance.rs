@@ -20,7 +20,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+};
 
 /// A broken expectation: which check, and what was seen.
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +139,7 @@ pub async fn multipart_upload_round_trip(store: &dyn ObjectStore, prefix: &Path)
     }
 }
 
-/// PUT then GET returns the bytes; ranged GET returns the slice; HEAD the size; overwrite
+/// PUT then GET returns the bytes; ranged and suffix GETs return the slice; HEAD the size; overwrite
 /// replaces; a missing object is `NotFound`; DELETE removes.
 pub async fn put_get_range_head_delete(store: &dyn ObjectStore, prefix: &Path) -> Outcome {
     const CHECK: &str = "put_get_range_head_delete";
@@ -177,6 +179,33 @@ pub async fn put_get_range_head_delete(store: &dyn ObjectStore, prefix: &Path) -
         CHECK,
         ranges == vec![data.slice(0..10), data.slice(9_990..10_000)],
         "get_ranges returned other bytes"
+    );
+    // A suffix read, as index objects and Parquet footers of unknown size are opened.
+    let suffix = store
+        .get_opts(
+            &path,
+            GetOptions {
+                range: Some(GetRange::Suffix(300)),
+                ..GetOptions::default()
+            },
+        )
+        .await
+        .map_err(store_err(CHECK, "suffix get"))?;
+    ensure!(
+        CHECK,
+        suffix.meta.size == 10_000,
+        "a suffix get reports size {}",
+        suffix.meta.size
+    );
+    let suffix = suffix
+        .bytes()
+        .await
+        .map_err(store_err(CHECK, "suffix body"))?;
+    ensure!(
+        CHECK,
+        suffix == data.slice(9_700..10_000),
+        "a suffix get of 300 returned {} other bytes",
+        suffix.len()
     );
     let meta = store.head(&path).await.map_err(store_err(CHECK, "head"))?;
     ensure!(

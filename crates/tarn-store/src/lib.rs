@@ -25,10 +25,10 @@
 //! This crate knows nothing of tables (beyond [`delta_objects`], which tells the cache which
 //! paths of a Delta table never change).
 
+mod azure;
 mod cache;
 mod clouds;
 mod counting;
-mod emulator;
 mod error;
 mod fault;
 mod fault_rules;
