@@ -22,7 +22,7 @@ pub mod seeded;
 pub mod spark_checks;
 pub mod torture;
 
-pub use tarn_test_support::{azurite, cache_dir, minio, spark, unique, with_install_lock};
+pub use tarn_test_support::{azurite, cache_dir, gcs, minio, spark, unique, with_install_lock};
 
 /// A binary of another package of this workspace, built (in this test run's profile and
 /// target folder) if needed. Cargo releases its build lock before running tests, so a

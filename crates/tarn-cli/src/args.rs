@@ -5,8 +5,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Inspect, query and maintain Tarn (Delta) tables and Tarn catalogs.
 ///
-/// Tables and catalogs are named by URL: a local path, `file://`, `s3://bucket/prefix`
-/// (credentials, region and endpoint from the usual `AWS_*` variables or the flags).
+/// Tables and catalogs are named by URL: a local path, `file://`, `s3://bucket/prefix`,
+/// `gs://bucket/prefix` or `az://container/prefix` (`abfss://` too), with credentials and
+/// endpoints from each cloud's usual variables (`AWS_*`, `GOOGLE_*`, `AZURE_STORAGE_*`) or
+/// the flags.
 #[derive(Debug, Parser)]
 #[command(name = "tarn", version, about, long_about = None)]
 pub(crate) struct Cli {
@@ -21,10 +23,11 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Store options on top of the `AWS_*` environment variables.
+/// Store options on top of the cloud's environment variables.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// The S3 endpoint (a MinIO or other S3-compatible server).
+    /// Where requests go: an S3-compatible server (MinIO), a GCS base URL or an Azure
+    /// account URL.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) endpoint: Option<String>,
     /// The S3 region.
@@ -33,7 +36,8 @@ pub(crate) struct StoreArgs {
     /// Allow plain HTTP to the endpoint.
     #[arg(long, global = true)]
     pub(crate) allow_http: bool,
-    /// Any other store option, as `key=value` (`aws_access_key_id=...`); repeatable.
+    /// Any other store option, as `key=value` (`aws_access_key_id=...`,
+    /// `azure_storage_account_name=...`, `google_service_account=...`); repeatable.
     #[arg(long = "store-option", global = true, value_name = "KEY=VALUE")]
     pub(crate) options: Vec<String>,
 }

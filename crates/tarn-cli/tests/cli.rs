@@ -449,6 +449,37 @@ async fn catalog_commands_list_describe_create_and_drop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_reach_azure_and_gcs_through_their_variables() {
+    let azure = tarn_test_support::azurite::azure();
+    let gcs = tarn_test_support::gcs::gcs();
+    let clouds = [
+        (azure.url("cli"), azure.options(), azure.env()),
+        (gcs.url("cli"), gcs.options(), gcs.env()),
+    ];
+    for (url, options, env) in clouds {
+        let table = table_at(&url, &options).await;
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let d = json_with(&["describe", &url], &env);
+        assert_eq!(d["version"], table.version(), "{url}");
+        assert_eq!(d["rows"], 55, "{url}");
+        let out = tarn_with(
+            &["scan", &url, "--filter", "id = 42", "--format", "csv"],
+            &env,
+        );
+        assert!(
+            out.status.success(),
+            "{url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "id,name,country\n42,n42,NL\n",
+            "{url}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_reach_s3_through_the_aws_variables() {
     let server = tarn_test_support::minio::s3();
     let url = server.url(&tarn_test_support::unique("cli"));

@@ -1,14 +1,16 @@
 //! Test support for Tarn's integration tests and benchmarks: it installs and starts the
 //! peers they run against, each on first use, into a cache folder (`$TARN_CACHE_DIR`,
 //! else `$XDG_CACHE_HOME/tarn`, else `~/.cache/tarn`): MinIO (built with `go install`),
+//! Azurite (installed with npm), a fake Cloud Storage server (built with `go build`),
 //! Python virtual environments (`deltalake`, DuckDB with its delta extension, PySpark
 //! with `delta-spark`), and one Spark session with Delta per process. A fresh machine
-//! needs only Rust, Go, Python 3 and Java 17.
+//! needs only Rust, Go, Node.js, Python 3 and Java 17.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod azurite;
 pub mod duckdb;
+pub mod gcs;
 pub mod minio;
 pub mod python;
 pub mod server;

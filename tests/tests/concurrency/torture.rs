@@ -1,5 +1,5 @@
 //! The torture test: four exactly-once writer processes commit fifty appends each to one
-//! table on MinIO (and on Azurite) through `tarn-concurrency`, while 5% of their PUTs fail (half after the
+//! table on MinIO (and on Azurite and fake GCS) through `tarn-concurrency`, while 5% of their PUTs fail (half after the
 //! object landed) and the coordinator kills writers with SIGKILL and restarts them at
 //! random. Afterwards: no acknowledged commit lost, no txnId twice, no version gap, and
 //! the rows are exactly those of the acknowledged appends. It runs twice: as writers
@@ -38,6 +38,12 @@ async fn killed_and_faulty_writers_on_azure_lose_nothing_and_double_nothing() {
     torture(&Server::azurite(), "torture-azure", None).await;
 }
 
+/// The same on fake GCS: Cloud Storage's `ifGenerationMatch=0` decides the races.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_faulty_writers_on_gcs_lose_nothing_and_double_nothing() {
+    torture(&Server::fake_gcs(), "torture-gcs", None).await;
+}
+
 /// Where the torture runs: a URL maker, options for this process, and the environment
 /// for the writer processes.
 struct Server {
@@ -49,6 +55,15 @@ struct Server {
 impl Server {
     fn minio() -> Self {
         let server = tarn_tests::minio::s3();
+        Self {
+            url: Box::new(|name| server.url(name)),
+            options: server.options(),
+            env: server.env(),
+        }
+    }
+
+    fn fake_gcs() -> Self {
+        let server = tarn_tests::gcs::gcs();
         Self {
             url: Box::new(|name| server.url(name)),
             options: server.options(),

@@ -1,5 +1,6 @@
 //! DELETE, UPDATE and MERGE, copy-on-write and merge-on-read, on memory, local files,
-//! MinIO and Azurite: the rows after each change equal an in-memory model; merge-on-read writes
+//! MinIO, Azurite and
+//! fake GCS: the rows after each change equal an in-memory model; merge-on-read writes
 //! deletion vectors (inline or in files) and unions them; reads are targeted by partition
 //! values and statistics; concurrent DV changes rebase when disjoint and conflict when
 //! not.
@@ -138,6 +139,13 @@ fn minio() -> Target {
 fn azurite() -> Target {
     Target {
         location: tarn_tests::azurite::azure().location("dml"),
+        _dir: None,
+    }
+}
+
+fn fake_gcs() -> Target {
+    Target {
+        location: tarn_tests::gcs::gcs().location("dml"),
         _dir: None,
     }
 }
@@ -432,6 +440,7 @@ suite!(memory);
 suite!(local);
 suite!(minio);
 suite!(azurite);
+suite!(fake_gcs);
 
 #[tokio::test]
 async fn deletion_vectors_go_inline_when_small_and_to_files_otherwise() {

@@ -1,6 +1,6 @@
 //! The table conformance suite: create, append, scan with pruning, time travel,
 //! overwrite, checkpoints, schema evolution, concurrent appends and incremental refresh,
-//! run the same way on memory, local files, MinIO and Azurite.
+//! run the same way on memory, local files, MinIO, Azurite and fake GCS.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -50,6 +50,13 @@ fn minio(name: &str) -> Target {
 fn azurite(name: &str) -> Target {
     Target {
         location: tarn_tests::azurite::azure().location(name),
+        _dir: None,
+    }
+}
+
+fn fake_gcs(name: &str) -> Target {
+    Target {
+        location: tarn_tests::gcs::gcs().location(name),
         _dir: None,
     }
 }
@@ -727,3 +734,4 @@ suite!(memory);
 suite!(local);
 suite!(minio);
 suite!(azurite);
+suite!(fake_gcs);

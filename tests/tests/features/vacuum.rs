@@ -212,6 +212,11 @@ async fn vacuum_on_azurite_keeps_what_the_table_reads() {
     vacuum_keeps_what_the_table_reads(tarn_tests::azurite::azure().location("vacuum")).await;
 }
 
+#[tokio::test]
+async fn vacuum_on_gcs_keeps_what_the_table_reads() {
+    vacuum_keeps_what_the_table_reads(tarn_tests::gcs::gcs().location("vacuum")).await;
+}
+
 /// An orphan past retention is deleted from `location`'s store; the table's rows stay.
 async fn vacuum_keeps_what_the_table_reads(location: tarn::StoreLocation) {
     let mut table = Table::create_at(location.clone())

@@ -1,6 +1,6 @@
 //! The store conformance suite (put/get/range/list/delete, put-if-absent, 16 racing
 //! creates with one winner, multipart uploads) on every store and wrapper Tarn runs on,
-//! MinIO and Azurite included.
+//! MinIO, Azurite and fake GCS included.
 //! `CacheStore` runs it twice: with its Delta classifier, and caching every object (so the
 //! suite's overwrites and deletes go through its blocks).
 
@@ -18,6 +18,7 @@ use tarn_store::{
     HedgePolicy, HedgedStore, LatencyProfile, LatencyStore,
 };
 use tarn_tests::azurite::azure;
+use tarn_tests::gcs::gcs;
 use tarn_tests::minio::s3;
 use tarn_tests::unique;
 
@@ -53,7 +54,7 @@ async fn counting_and_latency_wrappers_conform() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hedged_puts_conform_on_memory_minio_and_azurite() {
+async fn hedged_puts_conform_on_memory_and_every_cloud() {
     // Hedge at the fastest recent PUT (at least 1 ms), over a store with a long tail: most
     // PUTs are sent twice, put-if-absent among them. (At the median, a short run on a busy
     // machine could hedge none.)
@@ -99,6 +100,14 @@ async fn minio_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azurite_conforms() {
     let location = azure().location("conformance");
+    run_all(Arc::clone(location.store()), location.root())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_gcs_conforms() {
+    let location = gcs().location("conformance");
     run_all(Arc::clone(location.store()), location.root())
         .await
         .unwrap();
@@ -154,6 +163,7 @@ async fn cache_store_conforms() {
     for location in [
         s3().location("conformance-cached"),
         azure().location("conformance-cached"),
+        gcs().location("conformance-cached"),
     ] {
         let cached = cache(Arc::clone(location.store()), dir.path(), true);
         run_all(Arc::new(cached), location.root()).await.unwrap();
