@@ -77,7 +77,7 @@ impl<T: ObjectStore> ObjectStore for AzureStore<T> {
     }
 
     async fn get_opts(&self, location: &Path, mut options: GetOptions) -> Result<GetResult> {
-        if let Some(GetRange::Suffix(n)) = options.range {
+        if let Some(GetRange::Suffix(n @ 1..)) = options.range {
             let meta = self.inner.head(location).await?;
             options.range =
                 (meta.size > 0).then(|| GetRange::Bounded(meta.size.saturating_sub(n)..meta.size));

@@ -64,11 +64,17 @@ impl Cloud {
 /// The bucket (S3, GCS) or container (Azure) a cloud URL names: the host, or for
 /// `abfs[s]://container@account.dfs.core.windows.net/` the user part.
 pub(crate) fn bucket_of(cloud: Cloud, url: &Url) -> Option<String> {
-    let name = match cloud {
-        Cloud::Azure if !url.username().is_empty() => url.username(),
-        _ => url.host_str()?,
+    let name = match container_in_user(cloud, url) {
+        Some(container) => container,
+        None => url.host_str()?,
     };
     (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The container of an `abfs[s]://container@account...` URL.
+fn container_in_user(cloud: Cloud, url: &Url) -> Option<&str> {
+    let hadoop_form = cloud == Cloud::Azure && matches!(url.scheme(), "abfs" | "abfss");
+    (hadoop_form && !url.username().is_empty()).then(|| url.username())
 }
 
 /// Opens the cloud store `url` names, with the environment and then `options`.
@@ -144,24 +150,37 @@ fn build_azure<'a>(
     options: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Result<Arc<dyn ObjectStore>> {
     // The builder reads container and account from every URL form object_store knows
-    // (`abfss://container@account.dfs.core.windows.net/` among them).
-    let authority = &url[url::Position::BeforeUsername..url::Position::AfterPort];
-    let mut builder =
-        MicrosoftAzureBuilder::from_env().with_url(format!("{}://{authority}", url.scheme()));
+    // (`abfss://container@account.dfs.core.windows.net/` among them). It is given no
+    // password, which its errors would print.
+    let container_at = container_in_user(Cloud::Azure, url)
+        .map(|container| format!("{container}@"))
+        .unwrap_or_default();
+    let host = url.host_str().unwrap_or_default();
+    let mut builder = MicrosoftAzureBuilder::from_env()
+        .with_url(format!("{}://{container_at}{host}", url.scheme()));
     for (key, value) in options {
         builder = builder.with_config(parse_key::<AzureConfigKey>(raw, key)?, value);
     }
+    // Read as object_store reads a boolean option.
     let emulator = builder
         .get_config_value(&AzureConfigKey::UseEmulator)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        .is_some_and(|v| {
+            matches!(
+                v.to_ascii_lowercase().as_str(),
+                "1" | "true" | "on" | "yes" | "y"
+            )
+        });
     let endpoint = builder.get_config_value(&AzureConfigKey::Endpoint);
     let (true, Some(endpoint)) = (emulator, endpoint) else {
         let store = builder.build().map_err(|source| build_error(raw, source))?;
         return Ok(Arc::new(AzureStore::new(store, emulator)));
     };
     // Azurite at an address of its own: see `azure`.
-    let account = builder
-        .get_config_value(&AzureConfigKey::AccountName)
+    // The account the URL names (`abfss://container@account.dfs...`) wins, as in `build`.
+    let from_url = container_in_user(Cloud::Azure, url)
+        .and_then(|_| url.host_str()?.split('.').next().map(str::to_string));
+    let account = from_url
+        .or_else(|| builder.get_config_value(&AzureConfigKey::AccountName))
         .unwrap_or_else(|| EMULATOR_ACCOUNT.to_string());
     let has_credential = [
         AzureConfigKey::AccessKey,

@@ -207,6 +207,25 @@ pub async fn put_get_range_head_delete(store: &dyn ObjectStore, prefix: &Path) -
         "a suffix get of 300 returned {} other bytes",
         suffix.len()
     );
+    let longer = store
+        .get_opts(
+            &path,
+            GetOptions {
+                range: Some(GetRange::Suffix(20_000)),
+                ..GetOptions::default()
+            },
+        )
+        .await
+        .map_err(store_err(CHECK, "suffix get past the start"))?
+        .bytes()
+        .await
+        .map_err(store_err(CHECK, "suffix body"))?;
+    ensure!(
+        CHECK,
+        longer == data,
+        "a suffix longer than the object returned {} bytes, not the whole 10000",
+        longer.len()
+    );
     let meta = store.head(&path).await.map_err(store_err(CHECK, "head"))?;
     ensure!(
         CHECK,

@@ -16,6 +16,7 @@ pub fn is_secret_option(key: &str) -> bool {
         "account_key",
         "private_key",
         "credential",
+        "master_key",
     ]
     .iter()
     .any(|word| key.contains(word))
@@ -34,7 +35,10 @@ pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = url.split_at(scheme_end + 3);
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, rest) = rest.split_at(authority_end);
+    // `abfs[s]://container@account...` names a container there, not a credential.
+    let azure = matches!(scheme, "abfs://" | "abfss://");
     let authority = match authority.rfind('@') {
+        Some(at) if azure && !authority[..at].contains(':') => authority.to_string(),
         Some(at) => format!("{REDACTED}@{}", &authority[at + 1..]),
         None => authority.to_string(),
     };
@@ -78,6 +82,14 @@ mod tests {
             "https://acct.blob.core.windows.net/c/t?sv=***&sig=***#x"
         );
         assert_eq!(redact_url("s3://bucket/a@b/t"), "s3://bucket/a@b/t");
+        assert_eq!(
+            redact_url("abfss://container@acct.dfs.core.windows.net/t"),
+            "abfss://container@acct.dfs.core.windows.net/t"
+        );
+        assert_eq!(
+            redact_url("abfss://container:s3cr3t@acct.dfs.core.windows.net/t"),
+            "abfss://***@acct.dfs.core.windows.net/t"
+        );
         assert_eq!(redact_url("/data/tables/t"), "/data/tables/t");
     }
 
@@ -94,6 +106,8 @@ mod tests {
             "azure_storage_account_key",
             "google_service_account_key",
             "client_secret",
+            "master_key",
+            "azure_storage_master_key",
         ] {
             assert!(is_secret_option(secret), "{secret}");
         }

@@ -3,13 +3,15 @@
 // fake-gcs-server (github.com/fsouza/fake-gcs-server) implements Cloud Storage's JSON
 // API: objects, generations, `ifGenerationMatch` preconditions checked under its
 // store's lock, listings from an offset. object_store speaks the XML API, which
-// fake-gcs-server does not route (fsouza/fake-gcs-server#331; the XML support of #1164
-// is unmerged). This program runs fake-gcs-server in-process and turns each XML request
+// fake-gcs-server routes only in part and not faithfully: a path-style PUT needs an
+// `uploadType` and never reads `x-goog-if-generation-match`, the XML listing ignores
+// `start-after` and `continuation-token`, and there is no XML multipart upload
+// (fsouza/fake-gcs-server#331 and #852; the XML support of #1164 is unmerged). This program runs fake-gcs-server in-process and turns each XML request
 // object_store sends into the JSON request with the same meaning, handled by
 // fake-gcs-server's own handler:
 //
 //   - PUT object (with `x-goog-if-generation-match`)  -> media upload (`ifGenerationMatch`)
-//   - GET / HEAD object (ranges)                       -> download
+//   - GET / HEAD object (ranges, generation)           -> download (read preconditions: 501)
 //   - DELETE object                                    -> delete
 //   - GET bucket `list-type=2`                         -> list (`startOffset`, pages)
 //   - PUT object with `x-goog-copy-source`             -> download, then upload (precondition kept)
@@ -116,10 +118,21 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.upload(w, bucket, object, body, r.Header.Get("x-goog-if-generation-match"), r.Header.Get("Content-Type"))
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		// fake-gcs-server's download checks no read precondition: refuse rather than
+		// answer as if one held.
+		for _, h := range []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
+			if r.Header.Get(h) != "" {
+				http.Error(w, h+" is not supported by this fake", http.StatusNotImplemented)
+				return
+			}
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/download/storage/v1/b/" + bucket + "/o/" + object
 		r2.URL.RawPath = "/download/storage/v1/b/" + url.PathEscape(bucket) + "/o/" + url.PathEscape(object)
 		r2.URL.RawQuery = "alt=media"
+		if g := query.Get("generation"); g != "" {
+			r2.URL.RawQuery += "&generation=" + url.QueryEscape(g)
+		}
 		r2.RequestURI = r2.URL.RequestURI()
 		f.inner.ServeHTTP(w, r2)
 	case r.Method == http.MethodDelete:

@@ -186,10 +186,6 @@ fn create_container(server: &AzureServer) -> Result<(), String> {
         )
     })?;
     let host = rest.trim_end_matches('/');
-    let port: u16 = host
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .ok_or_else(|| format!("no port in {}", server.endpoint))?;
     let path = format!("/{}/{}", server.account, server.container);
     let date = chrono::Utc::now()
         .format("%a, %d %b %Y %H:%M:%S GMT")
@@ -211,7 +207,7 @@ fn create_container(server: &AzureServer) -> Result<(), String> {
          Content-Length: 0\r\nConnection: close\r\n\r\n",
         account = server.account
     );
-    let response = crate::server::http(port, &request)
+    let response = crate::server::http(host, &request)
         .map_err(|e| format!("cannot reach {}: {e}", server.endpoint))?;
     if response.starts_with("HTTP/1.1 201") || response.contains("ContainerAlreadyExists") {
         Ok(())

@@ -176,7 +176,7 @@ fn wait_until_live(port: u16, data: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         let probe = crate::server::http(
-            port,
+            &format!("127.0.0.1:{port}"),
             "GET /minio/health/live HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
         );
         if probe.is_ok_and(|response| response.starts_with("HTTP/1.1 200")) {
@@ -197,10 +197,6 @@ fn create_bucket(server: &S3Server) -> Result<(), String> {
     let host = url
         .strip_prefix("http://")
         .ok_or_else(|| format!("the test server must be plain http, not {url}"))?;
-    let port: u16 = host
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .ok_or_else(|| format!("no port in {url}"))?;
     let now = chrono::Utc::now();
     let date = now.format("%Y%m%dT%H%M%SZ").to_string();
     let day = now.format("%Y%m%d").to_string();
@@ -231,7 +227,7 @@ fn create_bucket(server: &S3Server) -> Result<(), String> {
         access = server.access_key,
     );
     let response =
-        crate::server::http(port, &request).map_err(|e| format!("cannot reach {url}: {e}"))?;
+        crate::server::http(host, &request).map_err(|e| format!("cannot reach {url}: {e}"))?;
     if response.starts_with("HTTP/1.1 200") || response.contains("BucketAlreadyOwnedByYou") {
         Ok(())
     } else {

@@ -85,10 +85,10 @@ where
         .map_err(|e| format!("cannot start {}: {e}", program.display()))
 }
 
-/// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) to 127.0.0.1:`port`
-/// and returns the whole response.
-pub fn http(port: u16, request: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) to `address`
+/// (`host:port`) and returns the whole response.
+pub fn http(address: &str, request: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(address)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.write_all(request.as_bytes())?;
     let mut response = String::new();

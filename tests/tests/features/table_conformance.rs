@@ -317,8 +317,8 @@ async fn time_travel_by_version_and_timestamp(target: Target) {
     let ts2 = versions[2].timestamp_ms;
     table.load_timestamp(ts2).await.unwrap();
     assert_eq!(table.version(), 2);
-    // Any time before the next commit's is still version 2. (Azure stamps objects to the
-    // second, so commits within one second are 1 ms apart, made monotonic as Delta does.)
+    // Any time before the next commit's is still version 2. (S3 and Azure stamp objects to
+    // the second, so commits within one second are 1 ms apart, made monotonic as Delta does.)
     table
         .load_timestamp(versions[3].timestamp_ms - 1)
         .await

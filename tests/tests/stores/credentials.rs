@@ -74,9 +74,25 @@ fn urls_with_credentials_print_without_them_in_locations_and_errors() {
     assert_hidden(SECRET, "StoreLocation::new", &debug(&by_hand));
     assert_eq!(by_hand.url().as_str(), "s3://bucket/t");
 
+    // Every cloud keeps the bucket or container and prefix only.
+    for url in [
+        format!("gs://user:{SECRET}@bucket/t"),
+        format!("az://user:{SECRET}@container/t"),
+    ] {
+        let options = StoreOptions::new()
+            .with("account_name", "acct")
+            .with("access_key", "a2V5");
+        let location = if url.starts_with("az") {
+            tarn_store::open_with_options(&url, &options).unwrap()
+        } else {
+            tarn_store::open(&url).unwrap()
+        };
+        assert_hidden(SECRET, "a cloud StoreLocation", &debug(&location));
+    }
+
     // Errors naming the URL.
     let refused = [
-        tarn_store::open(&format!("gs://user:{SECRET}@bucket/t")).unwrap_err(),
+        tarn_store::open(&format!("ftp://user:{SECRET}@bucket/t")).unwrap_err(),
         tarn_store::open(&format!("s3://user:{SECRET}@bucket/pre\u{7}fix")).unwrap_err(),
         tarn_store::open_with_options(
             &format!("s3://user:{SECRET}@bucket/t"),
