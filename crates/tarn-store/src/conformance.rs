@@ -139,6 +139,26 @@ pub async fn multipart_upload_round_trip(store: &dyn ObjectStore, prefix: &Path)
     }
 }
 
+/// The object's size and its last `n` bytes, by a suffix GET.
+async fn get_suffix(
+    store: &dyn ObjectStore,
+    path: &Path,
+    n: u64,
+    check: &'static str,
+) -> std::result::Result<(u64, Bytes), Failure> {
+    let options = GetOptions {
+        range: Some(GetRange::Suffix(n)),
+        ..GetOptions::default()
+    };
+    let got = store
+        .get_opts(path, options)
+        .await
+        .map_err(store_err(check, "suffix get"))?;
+    let size = got.meta.size;
+    let bytes = got.bytes().await.map_err(store_err(check, "suffix body"))?;
+    Ok((size, bytes))
+}
+
 /// PUT then GET returns the bytes; ranged and suffix GETs return the slice; HEAD the size; overwrite
 /// replaces; a missing object is `NotFound`; DELETE removes.
 pub async fn put_get_range_head_delete(store: &dyn ObjectStore, prefix: &Path) -> Outcome {
@@ -181,45 +201,15 @@ pub async fn put_get_range_head_delete(store: &dyn ObjectStore, prefix: &Path) -
         "get_ranges returned other bytes"
     );
     // A suffix read, as index objects and Parquet footers of unknown size are opened.
-    let suffix = store
-        .get_opts(
-            &path,
-            GetOptions {
-                range: Some(GetRange::Suffix(300)),
-                ..GetOptions::default()
-            },
-        )
-        .await
-        .map_err(store_err(CHECK, "suffix get"))?;
-    ensure!(
-        CHECK,
-        suffix.meta.size == 10_000,
-        "a suffix get reports size {}",
-        suffix.meta.size
-    );
-    let suffix = suffix
-        .bytes()
-        .await
-        .map_err(store_err(CHECK, "suffix body"))?;
+    let (size, suffix) = get_suffix(store, &path, 300, CHECK).await?;
+    ensure!(CHECK, size == 10_000, "a suffix get reports size {size}");
     ensure!(
         CHECK,
         suffix == data.slice(9_700..10_000),
         "a suffix get of 300 returned {} other bytes",
         suffix.len()
     );
-    let longer = store
-        .get_opts(
-            &path,
-            GetOptions {
-                range: Some(GetRange::Suffix(20_000)),
-                ..GetOptions::default()
-            },
-        )
-        .await
-        .map_err(store_err(CHECK, "suffix get past the start"))?
-        .bytes()
-        .await
-        .map_err(store_err(CHECK, "suffix body"))?;
+    let (_, longer) = get_suffix(store, &path, 20_000, CHECK).await?;
     ensure!(
         CHECK,
         longer == data,
