@@ -18,7 +18,7 @@ use url::Url;
 use crate::azure::{AzureStore, EMULATOR_ACCOUNT, EMULATOR_KEY};
 use crate::error::{Error, Result};
 use crate::hedge::{HedgePolicy, HedgedStore};
-use crate::location::{ALLOWED_ROOTS, StoreLocation, StoreOptions};
+use crate::location::{ALLOWED_ROOTS, StoreLocation, StoreOptions, invalid};
 use crate::redact::redact_url;
 
 /// A cloud a table URL can name.
@@ -213,12 +213,5 @@ fn build_error(raw: &str, source: object_store::Error) -> Error {
     Error::Build {
         url: redact_url(raw),
         source,
-    }
-}
-
-fn invalid(url: &str, reason: &str) -> Error {
-    Error::InvalidUrl {
-        url: redact_url(url),
-        reason: reason.to_string(),
     }
 }

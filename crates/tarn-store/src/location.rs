@@ -390,7 +390,8 @@ fn percent_decode(segment: &str) -> String {
         .unwrap_or_else(|_| segment.to_string())
 }
 
-fn invalid(url: &str, reason: &str) -> Error {
+/// An `InvalidUrl` error naming `url` without its secrets.
+pub(crate) fn invalid(url: &str, reason: &str) -> Error {
     Error::InvalidUrl {
         url: redact_url(url),
         reason: reason.to_string(),
