@@ -14,7 +14,6 @@
 //! an endpoint.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -145,9 +144,6 @@ fn build() -> Result<PathBuf, String> {
         if binary.exists() {
             return Ok(binary.clone());
         }
-        let go = crate::server::find_on_path("go")
-            .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
-            .ok_or("the fake GCS server is not built and Go is not available to build it")?;
         let src = crate::cache_dir().join(format!("fake-gcs-src-{id}"));
         std::fs::create_dir_all(&src)
             .map_err(|e| format!("cannot create {}: {e}", src.display()))?;
@@ -159,14 +155,13 @@ fn build() -> Result<PathBuf, String> {
             "building the fake GCS server (fake-gcs-server with an XML front) into {} (once)",
             binary.display()
         );
-        let status = Command::new(go)
-            .args(["build", "-o"])
-            .arg(&binary)
-            .arg(".")
-            .current_dir(&src)
-            .env("CGO_ENABLED", "0")
-            .status()
-            .map_err(|e| format!("cannot run go: {e}"))?;
+        let status = crate::server::run_go(|go| {
+            go.args(["build", "-o"])
+                .arg(&binary)
+                .arg(".")
+                .current_dir(&src);
+        })
+        .map_err(|e| format!("the fake GCS server is not built and cannot be: {e}"))?;
         if !status.success() || !binary.exists() {
             return Err(format!(
                 "`go build` of the fake GCS server failed ({status})"

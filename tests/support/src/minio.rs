@@ -7,7 +7,6 @@
 //! without MinIO or Go they fail and say how to provide an endpoint.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -150,21 +149,14 @@ fn minio_binary() -> Result<PathBuf, String> {
         if cached.exists() {
             return Ok(cached.clone());
         }
-        let go = crate::server::find_on_path("go")
-            .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
-            .ok_or_else(|| {
-                "MinIO is not installed and Go is not available to build it.".to_string()
-            })?;
         eprintln!(
             "installing MinIO with `go install {MINIO_MODULE}` into {} (a few minutes, once)",
             bin_dir.display()
         );
-        let status = Command::new(go)
-            .args(["install", MINIO_MODULE])
-            .env("GOBIN", &bin_dir)
-            .env("CGO_ENABLED", "0")
-            .status()
-            .map_err(|e| format!("cannot run go: {e}"))?;
+        let status = crate::server::run_go(|go| {
+            go.args(["install", MINIO_MODULE]).env("GOBIN", &bin_dir);
+        })
+        .map_err(|e| format!("MinIO is not installed and cannot be built: {e}"))?;
         if !status.success() || !cached.exists() {
             return Err(format!("`go install {MINIO_MODULE}` failed ({status})"));
         }

@@ -1,12 +1,14 @@
-//! What the local servers of the tests (MinIO, Azurite) share: finding programs, free
-//! ports, per-process data folders, starting a server that stops when the test process
-//! ends, and plain HTTP/1.1 requests to it.
+//! What the local servers of the tests (MinIO, Azurite, the fake GCS server) share:
+//! finding programs, building Go ones with scratch caches, free ports, per-process data
+//! folders, starting a server that stops when the test process ends, and plain HTTP/1.1
+//! requests to it.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// The first `name` on `PATH`.
@@ -15,6 +17,31 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
+}
+
+/// Runs `go`, given its arguments, folder and variables by `configure`, with its module
+/// and build caches in a scratch folder that is removed afterwards. The tests keep only the built binary, and MinIO's
+/// caches alone take gigabytes a test machine's disk does not spare. Fails when Go is not
+/// installed or cannot be started; the caller judges the exit status.
+pub fn run_go(configure: impl FnOnce(&mut Command)) -> Result<ExitStatus, String> {
+    let go = find_on_path("go")
+        .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
+        .ok_or("Go is not installed (neither on PATH nor in /usr/local/go/bin)")?;
+    // One folder per call: two servers may be built at once by one test process.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let scratch = crate::cache_dir().join(format!("go-scratch-{}-{call}", std::process::id()));
+    let mut command = Command::new(go);
+    command
+        .env("GOCACHE", scratch.join("build"))
+        .env("GOMODCACHE", scratch.join("mod"))
+        // Module files are read-only by default, which `remove_dir_all` cannot delete.
+        .env("GOFLAGS", "-modcacherw")
+        .env("CGO_ENABLED", "0");
+    configure(&mut command);
+    let status = command.status().map_err(|e| format!("cannot run go: {e}"));
+    let _ = std::fs::remove_dir_all(&scratch);
+    status
 }
 
 /// A TCP port free on 127.0.0.1 right now.
