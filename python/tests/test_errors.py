@@ -106,6 +106,7 @@ def test_every_error_is_a_tarn_error():
 
 def test_ctrl_c_cancels_a_call_and_commits_nothing(uri):
     import _thread
+    import signal
     import threading
     import time
 
@@ -117,10 +118,16 @@ def test_ctrl_c_cancels_a_call_and_commits_nothing(uri):
             yield sales([i]).to_batches()[0]
 
     t = tarn.Table.create(uri, schema)
+    # A process started with SIGINT ignored (`nohup ... &`) has no Ctrl-C handler, and
+    # `interrupt_main` then does nothing: install Python's usual one for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        t.append(pa.RecordBatchReader.from_batches(schema, slow()))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            t.append(pa.RecordBatchReader.from_batches(schema, slow()))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 10, "the call ran on after Ctrl-C"
     assert tarn.Table.open(uri).version == 0
