@@ -10,7 +10,7 @@ use arrow::compute::{filter_record_batch, prep_null_mask_filter};
 use arrow::datatypes::SchemaRef;
 
 use super::ScanContext;
-use super::views::{is_view, to_type};
+use super::views::{compact, is_view, to_type};
 use crate::conform::{Source, conform, find_field};
 use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Scalar, evaluate_predicate};
@@ -54,13 +54,14 @@ pub(super) fn assemble(
     let projected = filtered
         .project(&indices)
         .map_err(Error::arrow("projecting columns"))?;
-    // Predicate columns asked for as views become views now.
+    // Predicate columns asked for as views become views now; views let go of the pages
+    // they no longer point into.
     let projected_columns = projected
         .columns()
         .iter()
         .zip(ctx.output_schema.fields())
         .map(|(column, field)| match is_view(field.data_type()) {
-            true => to_type(Arc::clone(column), field.data_type()),
+            true => to_type(Arc::clone(column), field.data_type()).map(compact),
             false => Ok(Arc::clone(column)),
         })
         .collect::<Result<Vec<_>>>()?;

@@ -1,11 +1,13 @@
 //! Strings and binaries read as views (`Scan::with_string_views`): which types become
-//! views, the reader settings that decode a file's columns straight into them, and the
-//! cast for columns that arrive otherwise (partition values, predicate columns, columns
-//! a file lacks).
+//! views, the reader settings that decode a file's columns straight into them, the cast
+//! for columns that arrive otherwise (partition values, predicate columns, columns a file
+//! lacks), and dropping the decoded pages views no longer need.
 
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, AsArray, GenericByteViewArray};
+use arrow::buffer::Buffer;
+use arrow::datatypes::ByteViewType;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::file::metadata::PageIndexPolicy;
@@ -41,6 +43,27 @@ pub(super) fn to_type(column: ArrayRef, ty: &DataType) -> Result<ArrayRef> {
         return Ok(column);
     }
     arrow::compute::cast(&column, ty).map_err(Error::arrow(format!("reading a column as {ty}")))
+}
+
+/// `column` without the data-buffer bytes its views do not point at, when those are
+/// more than half of what it holds; as it is otherwise.
+///
+/// The Parquet decoder hands out views into whole decoded pages, which every batch of
+/// the page keeps alive even when all its values are inline (12 bytes or fewer) or a
+/// filter left few rows. A consumer that keeps the batches (a Polars frame) would hold
+/// those pages beside the data: for a column of short strings, more than the views.
+pub(super) fn compact(column: ArrayRef) -> ArrayRef {
+    fn compacted<T: ByteViewType + ?Sized>(array: &GenericByteViewArray<T>) -> Option<ArrayRef> {
+        let held: usize = array.data_buffers().iter().map(Buffer::len).sum();
+        // `gc` keeps inline-only views as they are and copies only out-of-line bytes.
+        (array.total_buffer_bytes_used() * 2 < held).then(|| Arc::new(array.gc()) as ArrayRef)
+    }
+    let compacted = match column.data_type() {
+        DataType::Utf8View => compacted(column.as_string_view()),
+        DataType::BinaryView => compacted(column.as_binary_view()),
+        _ => None,
+    };
+    compacted.unwrap_or(column)
 }
 
 /// A data file's reader `metadata` with the top-level columns at `roots` decoded as
@@ -165,10 +188,59 @@ mod tests {
                 ArrowType::Utf8
             ]
         );
+        // The decoder's views of short names keep its page; compacted, they hold no bytes.
+        let names = read[0].column(1);
+        assert!(!names.as_string_view().data_buffers().is_empty());
+        let compacted = compact(Arc::clone(names));
+        assert!(compacted.as_string_view().data_buffers().is_empty());
+        assert_eq!(compacted.as_string_view(), names.as_string_view());
+
         let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
         for (i, column) in read.columns().iter().enumerate() {
             let plain = arrow::compute::cast(column, batch.column(i).data_type()).unwrap();
             assert_eq!(plain.to_data(), batch.column(i).to_data(), "column {i}");
         }
+    }
+
+    /// Views keep what they point into: all of it when they use most of it, only the
+    /// bytes they use once a filter dropped most rows, none when every value is inline.
+    #[test]
+    fn compacting_keeps_only_the_bytes_views_point_into() {
+        use arrow::array::{BooleanArray, StringViewArray, StringViewBuilder};
+
+        let long = StringViewArray::from_iter_values(
+            (0..1000).map(|i| format!("a value longer than twelve bytes, number {i}")),
+        );
+        let long: ArrayRef = Arc::new(long);
+        assert!(Arc::ptr_eq(&compact(Arc::clone(&long)), &long));
+
+        let every_tenth = BooleanArray::from_iter((0..1000).map(|i| Some(i % 10 == 0)));
+        let few = arrow::compute::filter(&long, &every_tenth).unwrap();
+        let held = |a: &ArrayRef| -> usize {
+            a.as_string_view()
+                .data_buffers()
+                .iter()
+                .map(Buffer::len)
+                .sum()
+        };
+        let compacted = compact(Arc::clone(&few));
+        assert!(
+            held(&compacted) * 5 < held(&few),
+            "{} of {}",
+            held(&compacted),
+            held(&few)
+        );
+        assert_eq!(compacted.as_string_view(), few.as_string_view());
+
+        let mut inline = StringViewBuilder::new();
+        inline.append_block(Buffer::from(vec![b'x'; 4096]));
+        for i in 0..100 {
+            inline.append_option((i % 7 != 0).then(|| format!("short {i}")));
+        }
+        let inline: ArrayRef = Arc::new(inline.finish());
+        assert_eq!(held(&inline), 4096);
+        let compacted = compact(Arc::clone(&inline));
+        assert_eq!(held(&compacted), 0);
+        assert_eq!(compacted.as_string_view(), inline.as_string_view());
     }
 }
