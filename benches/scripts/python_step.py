@@ -17,9 +17,11 @@ Inputs are read into memory and the table opened before the clock starts, as in
 table in memory; a scan into DuckDB runs an aggregate over every column, reading the
 stream as it comes (for `deltalake`, its pyarrow dataset), so its peak memory shows
 whether the rows were held. The JSON line holds `ms` (the timed part), `peak_rss_mib`
-(the process's peak resident memory during the timed part, on Linux) and what the step
-did (`rows`, `updated`, `inserted`, `deleted`), so the harness can check both engines
-did the same work.
+(the process's peak resident memory during the timed part, on Linux), `start_rss_mib`
+(its resident memory when the clock started) and what the step did (`rows`, `updated`,
+`inserted`, `deleted`), so the harness can check both engines did the same work. A scan
+into pyarrow or Polars also reports `bytes`, the Arrow memory its result holds: the
+peak's rise over that is what the scan needed beyond the rows it handed over.
 """
 
 import json
@@ -27,7 +29,7 @@ import os
 import sys
 
 import pyarrow.parquet as pq
-from peak import peak_mib, reset_peak, timed
+from peak import start_mib, timed
 
 STRATEGIES = {"cow": "copy-on-write", "mor": "merge-on-read"}
 # Every column in the aggregate, so DuckDB decodes all of them.
@@ -53,12 +55,14 @@ def tarn_step(op, args):
         to = args[1]
         if to == "pyarrow":
             out, ms, peak = timed(lambda: table.scan().to_pyarrow())
-            return {"rows": out.num_rows}, ms, peak
+            return {"rows": out.num_rows, "bytes": out.nbytes}, ms, peak
         if to == "polars":
-            import polars  # noqa: F401 (imported before the clock, as deltalake's side does)
+            import polars  # imported before the clock, as deltalake's side does
 
             out, ms, peak = timed(lambda: table.scan().to_polars())
-            return {"rows": out.height}, ms, peak
+            # The frame's own buffers, seen through a zero-copy export.
+            held = out.to_arrow(compat_level=polars.CompatLevel.newest()).nbytes
+            return {"rows": out.height, "bytes": held}, ms, peak
         if to == "duckdb":
             import duckdb
 
@@ -151,7 +155,7 @@ def main(argv):
     if engine not in steps:
         raise SystemExit(f"unknown engine {engine!r}: tarn or deltalake")
     result, ms, peak = steps[engine](op, args)
-    result.update({"ms": ms, "peak_rss_mib": peak})
+    result.update({"ms": ms, "peak_rss_mib": peak, "start_rss_mib": start_mib()})
     print(json.dumps(result), flush=True)
     if engine == "deltalake":
         # Its pyarrow dataset's threads now and then abort the interpreter's teardown

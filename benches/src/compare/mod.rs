@@ -38,6 +38,9 @@ pub struct StepReport {
     pub ms: f64,
     /// Peak resident memory of the step's process during the timed part, MiB.
     pub peak_rss_mib: Option<f64>,
+    /// Resident memory of the step's process when the timed part started, MiB.
+    #[serde(default)]
+    pub start_rss_mib: Option<f64>,
     /// Rows written (load, append).
     #[serde(default)]
     pub rows: Option<u64>,
@@ -50,7 +53,8 @@ pub struct StepReport {
     /// Rows deleted (delete).
     #[serde(default)]
     pub deleted: Option<u64>,
-    /// The rows' size in Arrow memory (Tarn's scan).
+    /// The rows' size in Arrow memory (Tarn's scan; the package's scan into pyarrow or
+    /// Polars: what its result holds).
     #[serde(default)]
     pub bytes: Option<u64>,
     /// Data files the opened snapshot lists (open).

@@ -46,6 +46,8 @@ impl Side {
 
 /// The 1% delete: `part` is `key % 1000`, so the rows are spread over every file.
 const DELETE_PREDICATE: &str = "part < 10";
+/// Bytes in a MiB.
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// Where the harness keeps its input and tables, and how it starts each side's steps.
 struct Harness {
@@ -96,6 +98,10 @@ struct Row {
     work: String,
     ms: [Vec<f64>; 3],
     peak: [Vec<f64>; 3],
+    /// The peak's rise over the resident size at the start, MiB.
+    rise: [Vec<f64>; 3],
+    /// The Arrow memory the result holds (scans into pyarrow or Polars), MiB.
+    held: [Vec<f64>; 3],
 }
 
 impl Row {
@@ -104,12 +110,20 @@ impl Row {
             work: work.into(),
             ms: Default::default(),
             peak: Default::default(),
+            rise: Default::default(),
+            held: Default::default(),
         }
     }
 
     fn add(&mut self, side: Side, report: &StepReport) {
         self.ms[side.index()].push(report.ms);
         self.peak[side.index()].extend(report.peak_rss_mib);
+        if let (Some(peak), Some(start)) = (report.peak_rss_mib, report.start_rss_mib) {
+            self.rise[side.index()].push(peak - start);
+        }
+        if let Some(bytes) = report.bytes {
+            self.held[side.index()].push(bytes as f64 / MIB);
+        }
     }
 
     fn p50(&self, side: Side) -> f64 {
@@ -149,6 +163,14 @@ impl Row {
             .field("tarn_python_peak_mib", self.peak(Side::Python))
             .field("deltalake_peak_mib", self.peak(Side::DeltaLake))
             .field("tarn_rust_peak_mib", self.peak(Side::Rust))
+            .field(
+                "tarn_python_rise_mib",
+                median(&self.rise[Side::Python.index()]),
+            )
+            .field(
+                "tarn_python_result_mib",
+                median(&self.held[Side::Python.index()]),
+            )
             .note(format!(
                 "deltalake {:.0} ms, ratio {:.2}, {}peak {:.0} / {:.0} MiB",
                 self.p50(Side::DeltaLake),
@@ -258,7 +280,9 @@ pub async fn python(
                     Side::Python | Side::DeltaLake => vec!["scan", table.as_str(), to],
                 };
                 let report = harness.run(side, &args).await?;
-                arrow_bytes = arrow_bytes.or(report.bytes);
+                if side == Side::Rust {
+                    arrow_bytes = arrow_bytes.or(report.bytes);
+                }
                 seen.push((side, report.rows));
                 row.add(side, &report);
             }
@@ -334,10 +358,13 @@ pub async fn python(
         reporter.push(row.record())?;
     }
     println!("\n{}", markdown(&out));
+    for line in held_lines(&out) {
+        println!("{line}");
+    }
     if let Some(bytes) = arrow_bytes {
         println!(
             "The {rows} rows take {:.0} MiB as Arrow arrays (Tarn's Rust scan).",
-            bytes as f64 / (1024.0 * 1024.0)
+            bytes as f64 / MIB
         );
     }
     Ok(())
@@ -366,6 +393,25 @@ fn generate(
     }
     let path = |p: &Path| p.to_string_lossy().into_owned();
     Ok((path(&base), path(&source), updates as u64))
+}
+
+/// For each scan whose result the package reports the size of: how far its peak rose,
+/// against the Arrow memory the result holds. A rise near the result's size, plus what
+/// the scan needs in flight, means the rows were handed over, not copied.
+fn held_lines(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| !r.held[Side::Python.index()].is_empty())
+        .map(|r| {
+            let rise = median(&r.rise[Side::Python.index()]);
+            let held = median(&r.held[Side::Python.index()]);
+            format!(
+                "{}: the package's peak rose {rise:.0} MiB; the result holds {held:.0} MiB \
+                 of Arrow data ({:+.0} MiB beside it).",
+                r.work,
+                rise - held
+            )
+        })
+        .collect()
 }
 
 /// The side-by-side as a Markdown table.
