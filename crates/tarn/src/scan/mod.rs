@@ -208,7 +208,8 @@ impl Scan {
     /// Returns the table's top-level string and binary columns as `Utf8View` and
     /// `BinaryView` (default no), decoded straight into views as DataFusion reads them:
     /// no offsets to build and no bytes to copy for short values, so a scan of a string
-    /// column decodes in about half the time. Nested strings keep their types.
+    /// column decodes in about half the time. A batch whose values are all inline (12
+    /// bytes or fewer) holds no decoded pages. Nested strings keep their types.
     pub fn with_string_views(mut self, views: bool) -> Self {
         self.views = views;
         self

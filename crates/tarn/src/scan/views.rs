@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, GenericByteViewArray};
-use arrow::buffer::Buffer;
 use arrow::datatypes::ByteViewType;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -45,18 +44,20 @@ pub(super) fn to_type(column: ArrayRef, ty: &DataType) -> Result<ArrayRef> {
     arrow::compute::cast(&column, ty).map_err(Error::arrow(format!("reading a column as {ty}")))
 }
 
-/// `column` without the data-buffer bytes its views do not point at, when those are
-/// more than half of what it holds; as it is otherwise.
+/// `column` without data buffers, when every one of its values is inline (12 bytes or
+/// fewer) and so none points into them; as it is otherwise. No bytes are copied.
 ///
-/// The Parquet decoder hands out views into whole decoded pages, which every batch of
-/// the page keeps alive even when all its values are inline (12 bytes or fewer) or a
-/// filter left few rows. A consumer that keeps the batches (a Polars frame) would hold
-/// those pages beside the data: for a column of short strings, more than the views.
+/// The Parquet decoder hands out views into whole decoded pages or dictionaries, which
+/// every batch keeps alive even when no view points into them. A consumer that keeps
+/// the batches (a Polars frame) would hold those pages beside the data: for a column of
+/// short strings, more than the views. Out-of-line values are left where they are: a
+/// dictionary is shared by every batch of its column chunk, and copying each batch's
+/// values out of it would repeat them.
 pub(super) fn compact(column: ArrayRef) -> ArrayRef {
     fn compacted<T: ByteViewType + ?Sized>(array: &GenericByteViewArray<T>) -> Option<ArrayRef> {
-        let held: usize = array.data_buffers().iter().map(Buffer::len).sum();
-        // `gc` keeps inline-only views as they are and copies only out-of-line bytes.
-        (array.total_buffer_bytes_used() * 2 < held).then(|| Arc::new(array.gc()) as ArrayRef)
+        let unused = !array.data_buffers().is_empty() && array.total_buffer_bytes_used() == 0;
+        // `gc` keeps inline-only views as they are and drops the buffers.
+        unused.then(|| Arc::new(array.gc()) as ArrayRef)
     }
     let compacted = match column.data_type() {
         DataType::Utf8View => compacted(column.as_string_view()),
@@ -202,20 +203,14 @@ mod tests {
         }
     }
 
-    /// Views keep what they point into: all of it when they use most of it, only the
-    /// bytes they use once a filter dropped most rows, none when every value is inline.
+    /// Views that point into their buffers keep them, however few bytes they use (the
+    /// buffer may be a dictionary other batches share); views that are all inline let
+    /// them go, values unchanged.
     #[test]
-    fn compacting_keeps_only_the_bytes_views_point_into() {
+    fn compacting_drops_buffers_only_views_that_are_all_inline() {
         use arrow::array::{BooleanArray, StringViewArray, StringViewBuilder};
+        use arrow::buffer::Buffer;
 
-        let long = StringViewArray::from_iter_values(
-            (0..1000).map(|i| format!("a value longer than twelve bytes, number {i}")),
-        );
-        let long: ArrayRef = Arc::new(long);
-        assert!(Arc::ptr_eq(&compact(Arc::clone(&long)), &long));
-
-        let every_tenth = BooleanArray::from_iter((0..1000).map(|i| Some(i % 10 == 0)));
-        let few = arrow::compute::filter(&long, &every_tenth).unwrap();
         let held = |a: &ArrayRef| -> usize {
             a.as_string_view()
                 .data_buffers()
@@ -223,14 +218,14 @@ mod tests {
                 .map(Buffer::len)
                 .sum()
         };
-        let compacted = compact(Arc::clone(&few));
-        assert!(
-            held(&compacted) * 5 < held(&few),
-            "{} of {}",
-            held(&compacted),
-            held(&few)
-        );
-        assert_eq!(compacted.as_string_view(), few.as_string_view());
+        let long: ArrayRef =
+            Arc::new(StringViewArray::from_iter_values((0..1000).map(|i| {
+                format!("a value longer than twelve bytes, number {i}")
+            })));
+        assert!(Arc::ptr_eq(&compact(Arc::clone(&long)), &long));
+        let every_tenth = BooleanArray::from_iter((0..1000).map(|i| Some(i % 10 == 0)));
+        let few = arrow::compute::filter(&long, &every_tenth).unwrap();
+        assert!(Arc::ptr_eq(&compact(Arc::clone(&few)), &few));
 
         let mut inline = StringViewBuilder::new();
         inline.append_block(Buffer::from(vec![b'x'; 4096]));
@@ -242,5 +237,10 @@ mod tests {
         let compacted = compact(Arc::clone(&inline));
         assert_eq!(held(&compacted), 0);
         assert_eq!(compacted.as_string_view(), inline.as_string_view());
+        // The views themselves are the same memory: nothing was copied.
+        assert_eq!(
+            compacted.as_string_view().views().as_ptr(),
+            inline.as_string_view().views().as_ptr()
+        );
     }
 }
