@@ -19,9 +19,9 @@ stream as it comes (for `deltalake`, its pyarrow dataset), so its peak memory sh
 whether the rows were held. The JSON line holds `ms` (the timed part), `peak_rss_mib`
 (the process's peak resident memory during the timed part, on Linux), `start_rss_mib`
 (its resident memory when the clock started) and what the step did (`rows`, `updated`,
-`inserted`, `deleted`), so the harness can check both engines did the same work. A scan
-into pyarrow or Polars also reports `bytes`, the Arrow memory its result holds: the
-peak's rise over that is what the scan needed beyond the rows it handed over.
+`inserted`, `deleted`), so the harness can check both engines did the same work. The
+package's scan into pyarrow or Polars also reports `bytes`, the Arrow memory its result
+holds: the peak's rise over that is what the scan needed beyond the rows it handed over.
 """
 
 import json

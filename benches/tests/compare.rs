@@ -140,13 +140,14 @@ fn python_runs_the_package_deltalake_and_rust_on_the_same_data() {
         // A scan into pyarrow or Polars reports what its result holds and the peak's rise.
         if work.contains("pyarrow") || work.contains("Polars") {
             let held = r["tarn_python_result_mib"].as_f64().unwrap_or(-1.0);
-            let rise = r["tarn_python_rise_mib"].as_f64().unwrap_or(-1.0);
-            assert!(
-                held > 0.0 && rise >= 0.0,
-                "{work}: {held} held, {rise} rise"
-            );
-            let line = format!("{work}: the package's peak rose");
-            assert!(stdout.contains(&line), "{stdout}");
+            assert!(held > 0.0, "{work}: {held} held");
+            // The rise needs a peak the step can restart (Linux's /proc/self/clear_refs).
+            if std::path::Path::new("/proc/self/clear_refs").exists() {
+                let rise = r["tarn_python_rise_mib"].as_f64().unwrap_or(-1.0);
+                assert!(rise >= 0.0, "{work}: {rise} rise");
+                let line = format!("{work}: the package's peak rose");
+                assert!(stdout.contains(&line), "{stdout}");
+            }
         }
     }
     assert!(stdout.contains("The 10000 rows take"), "{stdout}");

@@ -404,12 +404,20 @@ fn held_lines(rows: &[Row]) -> Vec<String> {
         .map(|r| {
             let rise = median(&r.rise[Side::Python.index()]);
             let held = median(&r.held[Side::Python.index()]);
-            format!(
-                "{}: the package's peak rose {rise:.0} MiB; the result holds {held:.0} MiB \
-                 of Arrow data ({:+.0} MiB beside it).",
-                r.work,
-                rise - held
-            )
+            match rise.is_nan() {
+                // Without /proc/self/clear_refs the step cannot restart its peak.
+                true => format!(
+                    "{}: the result holds {held:.0} MiB of Arrow data; the package's peak \
+                     rise is unknown here.",
+                    r.work
+                ),
+                false => format!(
+                    "{}: the package's peak rose {rise:.0} MiB; the result holds {held:.0} \
+                     MiB of Arrow data ({:+.0} MiB beside it).",
+                    r.work,
+                    rise - held
+                ),
+            }
         })
         .collect()
 }
