@@ -20,28 +20,61 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// Runs `go`, given its arguments, folder and variables by `configure`, with its module
-/// and build caches in a scratch folder that is removed afterwards. The tests keep only the built binary, and MinIO's
-/// caches alone take gigabytes a test machine's disk does not spare. Fails when Go is not
-/// installed or cannot be started; the caller judges the exit status.
+/// and build caches in a scratch folder that is removed afterwards. The tests keep only
+/// the built binary, and MinIO's caches alone take gigabytes a test machine's disk does
+/// not spare. Scratch folders of processes that died mid-build are removed first. Fails
+/// when Go is not installed or cannot be started; the caller judges the exit status.
 pub fn run_go(configure: impl FnOnce(&mut Command)) -> Result<ExitStatus, String> {
     let go = find_on_path("go")
         .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
         .ok_or("Go is not installed (neither on PATH nor in /usr/local/go/bin)")?;
+    let cache = crate::cache_dir();
+    remove_dead_scratch(&cache);
     // One folder per call: two servers may be built at once by one test process.
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let scratch = crate::cache_dir().join(format!("go-scratch-{}-{call}", std::process::id()));
+    let scratch = cache.join(format!("go-scratch-{}-{call}", std::process::id()));
+    // Module files are read-only by default, which `remove_dir_all` cannot delete.
+    let flags = match std::env::var("GOFLAGS") {
+        Ok(flags) if !flags.trim().is_empty() => format!("{flags} -modcacherw"),
+        _ => "-modcacherw".to_string(),
+    };
     let mut command = Command::new(go);
     command
         .env("GOCACHE", scratch.join("build"))
         .env("GOMODCACHE", scratch.join("mod"))
-        // Module files are read-only by default, which `remove_dir_all` cannot delete.
-        .env("GOFLAGS", "-modcacherw")
+        .env("GOFLAGS", flags)
         .env("CGO_ENABLED", "0");
     configure(&mut command);
     let status = command.status().map_err(|e| format!("cannot run go: {e}"));
-    let _ = std::fs::remove_dir_all(&scratch);
+    if let Err(e) = std::fs::remove_dir_all(&scratch)
+        && scratch.exists()
+    {
+        eprintln!(
+            "could not remove Go's scratch caches {}: {e}",
+            scratch.display()
+        );
+    }
     status
+}
+
+/// Removes the `go-scratch-<pid>-<n>` folders in `cache` whose process is gone.
+fn remove_dead_scratch(cache: &Path) {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("go-scratch-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A TCP port free on 127.0.0.1 right now.
