@@ -118,8 +118,8 @@ def test_ctrl_c_cancels_a_call_and_commits_nothing(uri):
             yield sales([i]).to_batches()[0]
 
     t = tarn.Table.create(uri, schema)
-    # A process started with SIGINT ignored (`nohup ... &`) has no Ctrl-C handler, and
-    # `interrupt_main` then does nothing: install Python's usual one for this test.
+    # A process started with SIGINT ignored (in the background by a script: `cmd &`) has
+    # no Ctrl-C handler, and `interrupt_main` then does nothing: install Python's usual one.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
