@@ -29,7 +29,7 @@ pub fn run_go(configure: impl FnOnce(&mut Command)) -> Result<ExitStatus, String
         .or_else(|| Some(PathBuf::from("/usr/local/go/bin/go")).filter(|p| p.exists()))
         .ok_or("Go is not installed (neither on PATH nor in /usr/local/go/bin)")?;
     let cache = crate::cache_dir();
-    remove_dead_scratch(&cache);
+    remove_left_by_dead(&cache, "go-scratch-");
     // One folder per call: two servers may be built at once by one test process.
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, Ordering::Relaxed);
@@ -58,21 +58,23 @@ pub fn run_go(configure: impl FnOnce(&mut Command)) -> Result<ExitStatus, String
     status
 }
 
-/// Removes the `go-scratch-<pid>-<n>` folders in `cache` whose process is gone.
-fn remove_dead_scratch(cache: &Path) {
-    let Ok(entries) = std::fs::read_dir(cache) else {
+/// Removes the entries of `dir` whose name, less `prefix`, starts with the id of a process
+/// that is gone (`<pid>`, then `.` or `-` and anything): what dead test processes left.
+fn remove_left_by_dead(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let pid = name
-            .strip_prefix("go-scratch-")
-            .and_then(|rest| rest.split('-').next())
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split(['.', '-']).next())
             .and_then(|pid| pid.parse::<u32>().ok());
         if let Some(pid) = pid
             && !Path::new(&format!("/proc/{pid}")).exists()
         {
             let _ = std::fs::remove_dir_all(entry.path());
+            let _ = std::fs::remove_file(entry.path());
         }
     }
 }
@@ -91,18 +93,7 @@ pub fn free_port() -> Result<u16, String> {
 pub fn data_dir(base: &str) -> Result<PathBuf, String> {
     let base = std::env::temp_dir().join(base);
     std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let pid = name.split('.').next().and_then(|p| p.parse::<u32>().ok());
-            if let Some(pid) = pid
-                && !Path::new(&format!("/proc/{pid}")).exists()
-            {
-                let _ = std::fs::remove_dir_all(entry.path());
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
+    remove_left_by_dead(&base, "");
     let dir = base.join(std::process::id().to_string());
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
