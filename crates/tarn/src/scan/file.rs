@@ -252,6 +252,24 @@ fn selection_of(wanted: &[u64], rows: u64) -> RowSelection {
 /// each short gap costs more than decoding it and filtering it out.
 const DELETION_POLICY: RowSelectionPolicy = RowSelectionPolicy::Auto { threshold: 1024 };
 
+/// How many runs of row groups each of the files of `sizes` (bytes) decodes in at once on
+/// `cores` cores: the cores split evenly over the files, and more runs for a file well
+/// above its even share of the bytes, so that one large file does not keep a single core
+/// busy after the smaller files are done (a writer's last file is often much smaller).
+pub(super) fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
+    let even = (cores / sizes.len().max(1)).max(1);
+    let total: u64 = sizes.iter().sum();
+    sizes
+        .iter()
+        .map(|size| {
+            // The file's share of the cores, with a tenth of slack so that files of about
+            // the same size keep one run each.
+            let fair = *size as f64 * cores as f64 / (total.max(1) as f64 * 1.1);
+            even.max(fair.ceil() as usize)
+        })
+        .collect()
+}
+
 /// Opens one file and returns the stream of its output batches, in file order, or with its
 /// row groups split into `shares` runs decoded each on a task of its own (batches then
 /// arrive in no particular order).
@@ -528,6 +546,20 @@ pub(crate) async fn stream_file(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_well_above_its_share_of_the_bytes_decodes_in_more_runs() {
+        // Files of about the same size: one run each, or the cores split evenly.
+        assert_eq!(shares_for(&[56_104_009, 55_855_131], 2), vec![1, 1]);
+        assert_eq!(shares_for(&[100, 100], 8), vec![4, 4]);
+        // delta-rs's 10M-row load: 7 row groups and 4, in files of 105 and 53 MB.
+        assert_eq!(shares_for(&[104_722_994, 53_310_209], 2), vec![2, 1]);
+        assert_eq!(shares_for(&[900, 50, 50], 4), vec![4, 1, 1]);
+        // More files than cores, and odd input: at least one run each.
+        assert_eq!(shares_for(&[10; 6], 2), vec![1; 6]);
+        assert_eq!(shares_for(&[0, 0], 2), vec![1, 1]);
+        assert!(shares_for(&[], 2).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -452,23 +452,25 @@ impl Scan {
         } else {
             self.concurrency_for(&files).max(INDEXED_CONCURRENCY)
         };
-        let shares = (crate::tasks::cores() / files.len().max(1)).max(1);
-        Ok(self.read_files(ctx, files, concurrency, shares))
+        Ok(self.read_files(ctx, files, concurrency, crate::tasks::cores()))
     }
 
-    /// Reads the planned `files`, `concurrency` at once, each file's row groups in
-    /// `shares` runs, up to the scan's limit.
+    /// Reads the planned `files`, `concurrency` at once, on `cores` cores: each file's
+    /// row groups in as many runs as `file::shares_for` gives it, up to the scan's limit.
     fn read_files(
         &self,
         ctx: Arc<ScanContext>,
         files: Vec<PlannedFile>,
         concurrency: usize,
-        shares: usize,
+        cores: usize,
     ) -> RecordBatchStream {
+        let sizes: Vec<u64> = files.iter().map(|f| f.add.size.max(1) as u64).collect();
+        let shares = file::shares_for(&sizes, cores);
         // Each file decodes on a task of its own: files in flight use every core; with
-        // fewer files than cores, a file's row groups decode in several runs at once.
-        let stream = futures::stream::iter(files)
-            .map(move |file| {
+        // fewer files than cores, or one file much larger than the others, a file's row
+        // groups decode in several runs at once.
+        let stream = futures::stream::iter(files.into_iter().zip(shares))
+            .map(move |(file, shares)| {
                 crate::tasks::spawn_stream(
                     "reading a data file",
                     file::read_file(Arc::clone(&ctx), file, shares),

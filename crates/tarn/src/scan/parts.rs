@@ -43,7 +43,8 @@ impl Scan {
             })
             .collect::<Result<Vec<_>>>()?;
         let concurrency = self.concurrency_for(&files);
-        let shares = (crate::tasks::cores() / (files.len() * parts).max(1)).max(1);
-        Ok(self.read_files(ctx, files, concurrency, shares))
+        // The parts run at once: each has its part of the cores.
+        let cores = (crate::tasks::cores() / parts).max(1);
+        Ok(self.read_files(ctx, files, concurrency, cores))
     }
 }
