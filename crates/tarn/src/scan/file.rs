@@ -253,19 +253,23 @@ fn selection_of(wanted: &[u64], rows: u64) -> RowSelection {
 const DELETION_POLICY: RowSelectionPolicy = RowSelectionPolicy::Auto { threshold: 1024 };
 
 /// How many runs of row groups each of the files of `sizes` (bytes) decodes in at once on
-/// `cores` cores: the cores split evenly over the files, and more runs for a file well
-/// above its even share of the bytes, so that one large file does not keep a single core
-/// busy after the smaller files are done (a writer's last file is often much smaller).
+/// `cores` cores: the cores split evenly over the files, and for a file more than a tenth
+/// above the average size, runs in proportion to its share of the bytes, so that one
+/// large file does not keep a single core busy after the smaller files are done (a
+/// writer's last file is often much smaller than the others).
 pub(super) fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
     let even = (cores / sizes.len().max(1)).max(1);
-    let total: u64 = sizes.iter().sum();
+    let total = sizes.iter().sum::<u64>().max(1) as f64;
+    let files = sizes.len() as f64;
     sizes
         .iter()
         .map(|size| {
-            // The file's share of the cores, with a tenth of slack so that files of about
-            // the same size keep one run each.
-            let fair = *size as f64 * cores as f64 / (total.max(1) as f64 * 1.1);
-            even.max(fair.ceil() as usize)
+            let size = *size as f64;
+            // Files of about the same size keep the even split, whatever the cores.
+            if size * files <= 1.1 * total {
+                return even;
+            }
+            even.max((size * cores as f64 / total).ceil() as usize)
         })
         .collect()
 }
@@ -546,11 +550,16 @@ pub(crate) async fn stream_file(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_file_well_above_its_share_of_the_bytes_decodes_in_more_runs() {
         // Files of about the same size: one run each, or the cores split evenly.
         assert_eq!(shares_for(&[56_104_009, 55_855_131], 2), vec![1, 1]);
         assert_eq!(shares_for(&[100, 100], 8), vec![4, 4]);
+        assert_eq!(shares_for(&[100; 3], 8), vec![2; 3]);
+        assert_eq!(shares_for(&[100; 3], 4), vec![1; 3]);
+        assert_eq!(shares_for(&[100; 7], 8), vec![1; 7]);
         // delta-rs's 10M-row load: 7 row groups and 4, in files of 105 and 53 MB.
         assert_eq!(shares_for(&[104_722_994, 53_310_209], 2), vec![2, 1]);
         assert_eq!(shares_for(&[900, 50, 50], 4), vec![4, 1, 1]);
@@ -559,8 +568,6 @@ mod tests {
         assert_eq!(shares_for(&[0, 0], 2), vec![1, 1]);
         assert!(shares_for(&[], 2).is_empty());
     }
-
-    use super::*;
 
     #[test]
     fn deletion_vectors_become_row_selections_over_kept_row_groups() {
