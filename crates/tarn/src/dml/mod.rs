@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::indexing::InlineSegments;
 use crate::protocol::Add;
 use crate::protocol::features::ensure_writable;
-use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of};
+use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of, shares_for};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
@@ -127,10 +127,12 @@ pub(crate) fn refuse_if_append_only(snapshot: &Snapshot, operation: &'static str
     Ok(())
 }
 
-/// Runs of row groups each file is read in: when a change reads fewer files than there
-/// are cores, each file's row groups decode on several at once.
-fn shares_for(files: usize) -> usize {
-    (crate::tasks::cores() / files.max(1)).max(1)
+/// Runs of row groups each of `files` is read in, as a scan reads them
+/// ([`shares_for`]): when a change reads fewer files than there are cores, or one file
+/// much larger than the others, a file's row groups decode on several cores at once.
+fn shares_of<'a>(files: impl IntoIterator<Item = &'a Add>) -> Vec<usize> {
+    let sizes: Vec<u64> = files.into_iter().map(|a| a.size.max(1) as u64).collect();
+    shares_for(&sizes, crate::tasks::cores())
 }
 
 /// Reads the candidate files concurrently, in order.
@@ -138,9 +140,9 @@ pub(crate) async fn read_candidates(
     snapshot: &Snapshot,
     files: &[Add],
 ) -> Result<Vec<(Add, FileRows)>> {
-    let shares = shares_for(files.len());
-    futures::stream::iter(files.iter().cloned())
-        .map(|add| {
+    let shares = shares_of(files);
+    futures::stream::iter(files.iter().cloned().zip(shares))
+        .map(|(add, shares)| {
             let scan = row_ids::scan_with_ids(snapshot);
             crate::tasks::spawn("reading a data file", async move {
                 let rows = read_file_rows_of(&scan, &add, None, shares).await?;
@@ -158,9 +160,9 @@ pub(crate) async fn read_selected(
     scan: &Scan,
     files: Vec<(Add, Option<RoaringTreemap>)>,
 ) -> Result<Vec<(Add, FileRows)>> {
-    let shares = shares_for(files.len());
-    futures::stream::iter(files)
-        .map(|(add, only)| {
+    let shares = shares_of(files.iter().map(|(add, _)| add));
+    futures::stream::iter(files.into_iter().zip(shares))
+        .map(|((add, only), shares)| {
             let scan = scan.clone();
             crate::tasks::spawn("reading a data file", async move {
                 let rows = read_file_rows_of(&scan, &add, only.as_ref(), shares).await?;

@@ -257,7 +257,7 @@ const DELETION_POLICY: RowSelectionPolicy = RowSelectionPolicy::Auto { threshold
 /// above the average size, runs in proportion to its share of the bytes, so that one
 /// large file does not keep a single core busy after the smaller files are done (a
 /// writer's last file is often much smaller than the others).
-pub(super) fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
+pub(crate) fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
     let even = (cores / sizes.len().max(1)).max(1);
     let total = sizes.iter().sum::<u64>().max(1) as f64;
     let files = sizes.len() as f64;

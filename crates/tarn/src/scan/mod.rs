@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 
 pub use count::CountOutcome;
 pub(crate) use file::{
-    FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of, stream_file,
+    FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of, shares_for, stream_file,
 };
 pub use min_max::MinMaxOutcome;
 pub(crate) use predicates::{bind_predicate, first_file_matching, names_partitions_only};
