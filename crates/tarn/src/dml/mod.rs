@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::indexing::InlineSegments;
 use crate::protocol::Add;
 use crate::protocol::features::ensure_writable;
-use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of, shares_for};
+use crate::scan::{FileRows, Scan, ScanPlan, read_file_rows_of, shares_of};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 use crate::txn::{CommitOutcome, Transaction};
@@ -127,20 +127,12 @@ pub(crate) fn refuse_if_append_only(snapshot: &Snapshot, operation: &'static str
     Ok(())
 }
 
-/// Runs of row groups each of `files` is read in, as a scan reads them
-/// ([`shares_for`]): when a change reads fewer files than there are cores, or one file
-/// much larger than the others, a file's row groups decode on several cores at once.
-fn shares_of<'a>(files: impl IntoIterator<Item = &'a Add>) -> Vec<usize> {
-    let sizes: Vec<u64> = files.into_iter().map(|a| a.size.max(1) as u64).collect();
-    shares_for(&sizes, crate::tasks::cores())
-}
-
 /// Reads the candidate files concurrently, in order.
 pub(crate) async fn read_candidates(
     snapshot: &Snapshot,
     files: &[Add],
 ) -> Result<Vec<(Add, FileRows)>> {
-    let shares = shares_of(files);
+    let shares = shares_of(files, crate::tasks::cores());
     futures::stream::iter(files.iter().cloned().zip(shares))
         .map(|(add, shares)| {
             let scan = row_ids::scan_with_ids(snapshot);
@@ -160,7 +152,7 @@ pub(crate) async fn read_selected(
     scan: &Scan,
     files: Vec<(Add, Option<RoaringTreemap>)>,
 ) -> Result<Vec<(Add, FileRows)>> {
-    let shares = shares_of(files.iter().map(|(add, _)| add));
+    let shares = shares_of(files.iter().map(|(add, _)| add), crate::tasks::cores());
     futures::stream::iter(files.into_iter().zip(shares))
         .map(|((add, only), shares)| {
             let scan = scan.clone();

@@ -257,7 +257,7 @@ const DELETION_POLICY: RowSelectionPolicy = RowSelectionPolicy::Auto { threshold
 /// above the average size, runs in proportion to its share of the bytes, so that one
 /// large file does not keep a single core busy after the smaller files are done (a
 /// writer's last file is often much smaller than the others).
-pub(crate) fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
+fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
     let even = (cores / sizes.len().max(1)).max(1);
     let total = sizes.iter().sum::<u64>().max(1) as f64;
     let files = sizes.len() as f64;
@@ -272,6 +272,13 @@ pub(crate) fn shares_for(sizes: &[u64], cores: usize) -> Vec<usize> {
             even.max((size * cores as f64 / total).ceil() as usize)
         })
         .collect()
+}
+
+/// [`shares_for`] the files `adds` by their sizes: the runs each is read in on `cores`
+/// cores, by a scan or by a change reading the files it rewrites.
+pub(crate) fn shares_of<'a>(adds: impl IntoIterator<Item = &'a Add>, cores: usize) -> Vec<usize> {
+    let sizes: Vec<u64> = adds.into_iter().map(|a| a.size.max(1) as u64).collect();
+    shares_for(&sizes, cores)
 }
 
 /// Opens one file and returns the stream of its output batches, in file order, or with its

@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 
 pub use count::CountOutcome;
 pub(crate) use file::{
-    FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of, shares_for, stream_file,
+    FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of, shares_of, stream_file,
 };
 pub use min_max::MinMaxOutcome;
 pub(crate) use predicates::{bind_predicate, first_file_matching, names_partitions_only};
@@ -456,7 +456,7 @@ impl Scan {
     }
 
     /// Reads the planned `files`, `concurrency` at once, on `cores` cores: each file's
-    /// row groups in as many runs as `file::shares_for` gives it, up to the scan's limit.
+    /// row groups in as many runs as `file::shares_of` gives it, up to the scan's limit.
     fn read_files(
         &self,
         ctx: Arc<ScanContext>,
@@ -464,8 +464,7 @@ impl Scan {
         concurrency: usize,
         cores: usize,
     ) -> RecordBatchStream {
-        let sizes: Vec<u64> = files.iter().map(|f| f.add.size.max(1) as u64).collect();
-        let shares = file::shares_for(&sizes, cores);
+        let shares = file::shares_of(files.iter().map(|f| &f.add), cores);
         // Each file decodes on a task of its own: files in flight use every core; with
         // fewer files than cores, or one file much larger than the others, a file's row
         // groups decode in several runs at once.

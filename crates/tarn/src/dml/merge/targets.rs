@@ -8,10 +8,11 @@ use futures::{StreamExt, TryStreamExt};
 
 use roaring::RoaringTreemap;
 
-use super::super::{read_candidates, read_selected, records_feed, row_ids, shares_of};
+use super::super::{read_candidates, read_selected, records_feed, row_ids};
 use super::plan::{MergePlan, take_rows};
 use crate::error::Result;
 use crate::protocol::Add;
+use crate::scan::shares_of;
 use crate::scan::{FileRows, ScanPlan, read_file_rows_of};
 use crate::snapshot::Snapshot;
 
@@ -54,7 +55,7 @@ pub(super) async fn read_targets(
     // Each file's keys are read and probed on a task of its own, every core probing, and
     // only the hits are kept: memory holds the matching rows, not every key read.
     let key_scan = snapshot.scan().select(names.clone()).with_row_ids(hidden);
-    let shares = shares_of(unindexed.iter().map(|(add, _)| add));
+    let shares = shares_of(unindexed.iter().map(|(add, _)| add), crate::tasks::cores());
     let hits: Vec<Option<(Add, Hits)>> = futures::stream::iter(unindexed.into_iter().zip(shares))
         .map(|((add, _), shares)| {
             let (plan, names, scan) = (Arc::clone(plan), names.clone(), key_scan.clone());
