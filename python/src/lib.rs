@@ -8,6 +8,7 @@ mod catalog;
 mod errors;
 mod ffi;
 mod input;
+mod malloc;
 mod merge;
 mod options;
 mod records;
@@ -29,6 +30,7 @@ fn _tarn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sql::sql, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::settle_background_work, m)?)?;
     runtime::set_main_thread();
+    malloc::raise_mmap_threshold();
     errors::register(m)?;
     Ok(())
 }
