@@ -10,6 +10,7 @@ use std::sync::Arc;
 use arrow::array::{RecordBatch, RecordBatchIterator, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::error::ArrowError;
+use tarn::expr::{col, lit};
 use tarn::protocol::{DataType as DeltaType, PrimitiveType, StructField, StructType};
 use tarn::{Error, Table};
 use tarn_tests::log::{actions_at, commit_info_at};
@@ -175,4 +176,62 @@ async fn a_failed_create_from_a_stream_leaves_no_table() {
     let err = Table::create(url).execute_stream(stream).await.unwrap_err();
     assert!(matches!(err, Error::TableAlreadyExists { .. }), "{err}");
     assert_eq!(data_files(dir.path()), files);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_spread_over_many_partitions_writes_each_partition_once_and_whole() {
+    // 400 small partitions and one of 200K rows, interleaved row by row, streamed as
+    // 500-row slices of one batch (as pyarrow hands a table's slices over): small
+    // partitions wait for their files, the large one opens its file mid-stream.
+    let rows: Vec<(i64, String)> = (0..400_000i64)
+        .map(|i| {
+            let part = if i % 2 == 0 {
+                "big".to_string()
+            } else {
+                format!("p{:03}", (i / 2) % 400)
+            };
+            (i, part)
+        })
+        .collect();
+    let whole = batch(&rows);
+    let slices: Vec<RecordBatch> = (0..whole.num_rows())
+        .step_by(500)
+        .map(|at| whole.slice(at, 500.min(whole.num_rows() - at)))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().to_str().unwrap();
+    let table = Table::create(url)
+        .with_partition_columns(["part"])
+        .execute_stream(futures::stream::iter(
+            slices.into_iter().map(Ok::<_, ArrowError>),
+        ))
+        .await
+        .unwrap();
+
+    // One file per partition: the input is well under one encoder's run.
+    assert_eq!(table.snapshot().files().count(), 401);
+    assert_eq!(data_files(dir.path()), 401);
+    let big = table
+        .scan()
+        .select(["id"])
+        .filter(col("part").eq(lit("big")))
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        sorted_ids(&big),
+        (0..400_000).step_by(2).collect::<Vec<i64>>()
+    );
+    let p007 = table
+        .scan()
+        .select(["id"])
+        .filter(col("part").eq(lit("p007")))
+        .collect()
+        .await
+        .unwrap();
+    let expected: Vec<i64> = (0..400_000i64)
+        .filter(|i| i % 2 == 1 && (i / 2) % 400 == 7)
+        .collect();
+    assert_eq!(sorted_ids(&p007), expected);
+    assert_eq!(row_count(&table.scan().collect().await.unwrap()), 400_000);
 }
