@@ -442,7 +442,8 @@ pub(super) fn encode(
                     parts: Vec::new(),
                     bytes: 0,
                 });
-                entry.bytes += slice_bytes(&part);
+                let part = own_rows(&part)?;
+                entry.bytes += part.get_array_memory_size();
                 entry.parts.push(part);
                 if entry.bytes < WAITING_BYTES {
                     continue;
@@ -471,11 +472,12 @@ pub(super) fn encode(
             files.write(&key, &values, &part, props)?;
         }
         if options.file_per_batch {
-            files.write_waiting(std::mem::take(&mut waiting))?;
+            // Every file of the batch finishes in the order of its name, as before.
+            files.write_waiting(std::mem::take(&mut waiting), false)?;
             files.finish_open()?;
         }
     }
-    files.write_waiting(waiting)?;
+    files.write_waiting(waiting, true)?;
     files.finish_open()
 }
 
@@ -486,14 +488,13 @@ pub(super) fn encode(
 /// rows wait here, and each file opens, takes them and closes in turn at the end.
 const WAITING_BYTES: usize = 1024 * 1024;
 
-/// Bytes of a batch's own rows: a slice shares its parent's buffers, which
-/// `get_array_memory_size` would count whole.
-fn slice_bytes(batch: &RecordBatch) -> usize {
-    batch
-        .columns()
-        .iter()
-        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
-        .sum()
+/// A copy of `part` holding only its own rows. Parts are slices of one sorted copy of
+/// their batch, so a slice kept waiting would keep the whole batch alive (and a
+/// single encoder's stream whole), and would be sized by all of it.
+fn own_rows(part: &RecordBatch) -> Result<RecordBatch> {
+    let all = arrow::array::UInt32Array::from_iter_values(0..part.num_rows() as u32);
+    arrow::compute::take_record_batch(part, &all)
+        .map_err(Error::arrow("copying a partition's waiting rows"))
 }
 
 /// Rows of one partition waiting for its file.
@@ -635,9 +636,13 @@ impl Files<'_> {
         })
     }
 
-    /// Writes each waiting partition's rows into a file of its own and closes it before
-    /// the next opens, in the order of their keys.
-    fn write_waiting(&mut self, waiting: HashMap<Vec<Option<String>>, Waiting>) -> Result<()> {
+    /// Writes each waiting partition's rows into a file of its own, in the order of their
+    /// keys; with `close`, each file closes before the next opens.
+    fn write_waiting(
+        &mut self,
+        waiting: HashMap<Vec<Option<String>>, Waiting>,
+        close: bool,
+    ) -> Result<()> {
         let mut waiting: Vec<_> = waiting.into_iter().collect();
         waiting.sort_by(|a, b| a.0.cmp(&b.0));
         for (key, entry) in waiting {
@@ -645,7 +650,7 @@ impl Files<'_> {
             let rows = entry.rows(&self.data_schema)?;
             let props = self.properties(&rows, Vec::new);
             self.write(&key, &values, &rows, props)?;
-            if let Some(file) = self.open.remove(&key) {
+            if close && let Some(file) = self.open.remove(&key) {
                 finish(
                     file,
                     &self.data_schema,
@@ -751,12 +756,16 @@ mod tests {
     }
 
     #[test]
-    fn a_slice_is_sized_by_its_own_rows_not_its_parents_buffers() {
+    fn a_waiting_part_holds_its_own_rows_not_its_batchs() {
         let whole = ids(0..100_000);
         let slice = whole.slice(10, 100);
-        assert_eq!(slice_bytes(&slice), 100 * 8);
         assert!(slice.get_array_memory_size() >= 100_000 * 8);
-        assert_eq!(slice_bytes(&whole), 100_000 * 8);
+        let own = own_rows(&slice).unwrap();
+        assert!(own.get_array_memory_size() < 100 * 8 * 2);
+        assert_eq!(
+            own.column(0).as_primitive::<Int64Type>().values().to_vec(),
+            (10..110).collect::<Vec<i64>>()
+        );
     }
 
     #[test]
