@@ -211,27 +211,20 @@ async fn a_stream_spread_over_many_partitions_writes_each_partition_once_and_who
     // One file per partition: the input is well under one encoder's run.
     assert_eq!(table.snapshot().files().count(), 401);
     assert_eq!(data_files(dir.path()), 401);
-    let big = table
-        .scan()
-        .select(["id"])
-        .filter(col("part").eq(lit("big")))
-        .collect()
-        .await
-        .unwrap();
+    let ids_in = |part: &'static str| {
+        let scan = table
+            .scan()
+            .select(["id"])
+            .filter(col("part").eq(lit(part)));
+        async move { sorted_ids(&scan.collect().await.unwrap()) }
+    };
     assert_eq!(
-        sorted_ids(&big),
+        ids_in("big").await,
         (0..400_000).step_by(2).collect::<Vec<i64>>()
     );
-    let p007 = table
-        .scan()
-        .select(["id"])
-        .filter(col("part").eq(lit("p007")))
-        .collect()
-        .await
-        .unwrap();
     let expected: Vec<i64> = (0..400_000i64)
         .filter(|i| i % 2 == 1 && (i / 2) % 400 == 7)
         .collect();
-    assert_eq!(sorted_ids(&p007), expected);
+    assert_eq!(ids_in("p007").await, expected);
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 400_000);
 }

@@ -2,47 +2,23 @@
 //! files rolled at a target size (encoded off the async threads), uploaded while the next
 //! ones encode, and described as `add` actions with statistics.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::datatypes::SchemaRef;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::ObjectStore;
 use object_store::path::Path;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use parquet::schema::types::ColumnPath;
 use tarn_store::StoreLocation;
 
 use crate::error::{Error, Result};
 use crate::paths::uri_encode;
 use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
-use crate::stats::stats_json;
 
-use super::encoding::{FileSettings, Input};
-use super::partitions::{file_name, split_partitions};
-use super::physical::physical_schema;
-use super::upload::{Body, FileSink, UPLOAD_CONCURRENCY, tokio_stream_from};
-
-/// Most rows handed to the Parquet writer at a time.
-const SLICE_ROWS: usize = 8 * 1024;
-/// Rows of the first slice of a file, before its bytes per row are known.
-const PROBE_ROWS: usize = 256;
-
-/// How many rows to write next into `file` so that it lands near `target` bytes: a probe
-/// slice for a new file, then what the bytes per row so far say still fits.
-fn slice_rows(file: Option<&OpenFile>, target: u64) -> usize {
-    let Some(file) = file.filter(|f| f.rows > 0) else {
-        return PROBE_ROWS;
-    };
-    let size = (file.writer.bytes_written() + file.writer.in_progress_size()) as f64;
-    let per_row = (size / file.rows as f64).max(1e-3);
-    let room = (target as f64 - size).max(0.0);
-    ((room / per_row).ceil() as usize).clamp(1, SLICE_ROWS)
-}
+pub(super) use super::encoder::{Destination, encode};
+use super::upload::{Body, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Settings of one data write.
 #[derive(Debug, Clone)]
@@ -71,13 +47,13 @@ pub(crate) struct FileWriteOptions {
 
 /// One encoded data file, ready to upload.
 pub(super) struct EncodedFile {
-    relative: String,
-    partition_values: PartitionValues,
-    body: Body,
-    size: u64,
-    stats: String,
-    rows: usize,
-    captured: Vec<ArrayRef>,
+    pub(super) relative: String,
+    pub(super) partition_values: PartitionValues,
+    pub(super) body: Body,
+    pub(super) size: u64,
+    pub(super) stats: String,
+    pub(super) rows: usize,
+    pub(super) captured: Vec<ArrayRef>,
 }
 
 /// What writing data files produced.
@@ -346,396 +322,6 @@ pub(crate) async fn encode_files(
     Ok(encoded)
 }
 
-/// An open data file of one partition.
-struct OpenFile {
-    writer: ArrowWriter<FileSink>,
-    relative: String,
-    partition_values: PartitionValues,
-    rows: usize,
-    /// Per captured column, the slices written so far.
-    captured: Vec<Vec<ArrayRef>>,
-}
-
-/// Where large files stream to while they encode: the table's store and root.
-pub(super) struct Destination {
-    store: Arc<dyn ObjectStore>,
-    root: Path,
-}
-
-impl Destination {
-    pub(super) fn of(location: &StoreLocation) -> Destination {
-        Destination {
-            store: Arc::clone(location.store()),
-            root: location.root().clone(),
-        }
-    }
-}
-
-/// Encodes batches into Parquet files, partition by partition, sending each finished file
-/// to the uploader; with a destination, a file that grows large uploads in parts while it
-/// encodes. Runs on a blocking thread.
-pub(super) fn encode(
-    schema: &StructType,
-    partition_columns: &[PartitionColumn],
-    batches: impl IntoIterator<Item = RecordBatch>,
-    options: &FileWriteOptions,
-    destination: Option<&Destination>,
-    tx: &tokio::sync::mpsc::Sender<Result<EncodedFile>>,
-) -> Result<()> {
-    let partition_names: Vec<String> = partition_columns.iter().map(|p| p.name.clone()).collect();
-    let data_fields: Vec<StructField> = schema
-        .fields
-        .iter()
-        .filter(|f| !partition_names.contains(&f.name))
-        .cloned()
-        .collect();
-    let data_struct = StructType::new(data_fields);
-    let file_struct = StructType::new(
-        data_struct
-            .fields
-            .iter()
-            .chain(&options.hidden)
-            .cloned()
-            .collect(),
-    );
-    // Under column mapping, files hold physical names (and field ids).
-    let data_schema: SchemaRef = Arc::new(physical_schema(&file_struct));
-    let capture: Vec<String> = options
-        .capture
-        .iter()
-        .map(|name| match schema.field(name) {
-            Some(field) => field.physical_name().to_string(),
-            None => name.clone(),
-        })
-        .collect();
-    let mut files = Files {
-        partition_columns,
-        file_struct,
-        data_schema,
-        data_struct,
-        capture,
-        options,
-        destination,
-        tx,
-        open: HashMap::new(),
-        counter: 0,
-        settings: FileSettings::new(options.compression),
-    };
-    let mut waiting: HashMap<Vec<Option<String>>, Waiting> = HashMap::new();
-    // Gathered rows are far below a file's target, so gathering never moves where a
-    // file rolls over.
-    let gather =
-        !partition_columns.is_empty() && options.target_file_size >= 2 * WAITING_BYTES as u64;
-    let (file_struct, data_schema) = (files.file_struct.clone(), Arc::clone(&files.data_schema));
-    let mut input = Input::new(batches);
-    while let Some(batch) = input.next() {
-        options.checks.verify(&batch)?;
-        for (key, values, part) in
-            split_partitions(&batch, partition_columns, &file_struct, &data_schema)?
-        {
-            // A partition without an open file gathers rows before it opens one.
-            let part = if !gather || files.open.contains_key(&key) {
-                part
-            } else {
-                let entry = waiting.entry(key.clone()).or_insert_with(|| Waiting {
-                    values: values.clone(),
-                    parts: Vec::new(),
-                    bytes: 0,
-                });
-                let part = own_rows(&part)?;
-                entry.bytes += part.get_array_memory_size();
-                entry.parts.push(part);
-                if entry.bytes < WAITING_BYTES {
-                    continue;
-                }
-                match waiting.remove(&key) {
-                    Some(entry) => entry.rows(&data_schema)?,
-                    None => continue,
-                }
-            };
-            let after = || {
-                let split = |b| split_partitions(b, partition_columns, &file_struct, &data_schema);
-                input
-                    .peek()
-                    .iter()
-                    .filter_map(|b| split(b).ok())
-                    .flatten()
-                    .filter(|(k, _, _)| *k == key)
-                    .map(|(_, _, part)| part)
-                    .collect()
-            };
-            let props = if files.open.contains_key(&key) {
-                None
-            } else {
-                files.properties(&part, after)
-            };
-            files.write(&key, &values, &part, props)?;
-        }
-        if options.file_per_batch {
-            // Every file of the batch finishes in the order of its name, as before.
-            files.write_waiting(std::mem::take(&mut waiting), false)?;
-            files.finish_open()?;
-        }
-    }
-    files.write_waiting(waiting, true)?;
-    files.finish_open()
-}
-
-/// Arrow bytes a partition's rows gather before its file opens. An open Parquet writer
-/// holds encoder state for every column (a dictionary's hash table alone is 72 KiB), and
-/// a write met thousands of small partitions in every run of its input: TPC-DS's
-/// `store_sales`, 2.9M rows over 1,824 dates in 8 Ki-row batches, took 19 GiB. Their
-/// rows wait here, and each file opens, takes them and closes in turn at the end.
-const WAITING_BYTES: usize = 1024 * 1024;
-
-/// A copy of `part` holding only its own rows. Parts are slices of one sorted copy of
-/// their batch, so a slice kept waiting would keep the whole batch alive (and a
-/// single encoder's stream whole), and would be sized by all of it.
-fn own_rows(part: &RecordBatch) -> Result<RecordBatch> {
-    let all = arrow::array::UInt32Array::from_iter_values(0..part.num_rows() as u32);
-    arrow::compute::take_record_batch(part, &all)
-        .map_err(Error::arrow("copying a partition's waiting rows"))
-}
-
-/// Rows of one partition waiting for its file.
-struct Waiting {
-    values: PartitionValues,
-    parts: Vec<RecordBatch>,
-    bytes: usize,
-}
-
-impl Waiting {
-    /// The waiting rows as one batch (of `schema` when none wait).
-    fn rows(self, schema: &SchemaRef) -> Result<RecordBatch> {
-        match self.parts.as_slice() {
-            [only] => Ok(only.clone()),
-            parts => {
-                let schema = parts
-                    .first()
-                    .map_or_else(|| Arc::clone(schema), RecordBatch::schema);
-                arrow::compute::concat_batches(&schema, parts)
-                    .map_err(Error::arrow("gathering a partition's rows"))
-            }
-        }
-    }
-}
-
-/// The files one encoder has open, one per partition, and what opening more takes.
-struct Files<'a> {
-    partition_columns: &'a [PartitionColumn],
-    file_struct: StructType,
-    data_schema: SchemaRef,
-    data_struct: StructType,
-    capture: Vec<String>,
-    options: &'a FileWriteOptions,
-    destination: Option<&'a Destination>,
-    tx: &'a tokio::sync::mpsc::Sender<Result<EncodedFile>>,
-    open: HashMap<Vec<Option<String>>, OpenFile>,
-    counter: usize,
-    settings: FileSettings,
-}
-
-impl Files<'_> {
-    /// Writer settings for a file whose first rows are `part`, unless the options fix them
-    /// or the partition already has a file.
-    fn properties(
-        &mut self,
-        part: &RecordBatch,
-        after: impl FnOnce() -> Vec<RecordBatch>,
-    ) -> Option<WriterProperties> {
-        if self.options.writer_properties.is_some() || part.num_rows() == 0 {
-            return None;
-        }
-        Some(self.settings.of(part, after))
-    }
-
-    /// Writes `part` into its partition's file, opening one when there is none and
-    /// finishing each that reaches the target size.
-    fn write(
-        &mut self,
-        key: &Vec<Option<String>>,
-        values: &PartitionValues,
-        part: &RecordBatch,
-        mut props: Option<WriterProperties>,
-    ) -> Result<()> {
-        let options = self.options;
-        let mut offset = 0;
-        while offset < part.num_rows() {
-            let len = slice_rows(self.open.get(key), options.target_file_size)
-                .min(part.num_rows() - offset);
-            let slice = part.slice(offset, len);
-            let rest = part.slice(offset, part.num_rows() - offset);
-            offset += len;
-            if !self.open.contains_key(key) {
-                let props = match (&options.writer_properties, props.take()) {
-                    (Some(fixed), _) => fixed.clone(),
-                    (None, Some(first)) => first,
-                    // A file the target size closed: its successor is judged by what is left.
-                    (None, None) => self.settings.of(&rest, Vec::new),
-                };
-                let file = self.open_file(key, values, props)?;
-                self.open.insert(key.clone(), file);
-            }
-            let Some(file) = self.open.get_mut(key) else {
-                continue;
-            };
-            if let Err(e) = file.writer.write(&slice) {
-                return Err(file
-                    .writer
-                    .inner_mut()
-                    .upload_error()
-                    .unwrap_or_else(|| Error::parquet(&file.relative)(e)));
-            }
-            file.rows += slice.num_rows();
-            for (name, slices) in self.capture.iter().zip(&mut file.captured) {
-                if let Some(column) = slice.column_by_name(name) {
-                    slices.push(Arc::clone(column));
-                }
-            }
-            let size = (file.writer.bytes_written() + file.writer.in_progress_size()) as u64;
-            if size >= options.target_file_size
-                && let Some(full) = self.open.remove(key)
-            {
-                finish(full, &self.data_schema, &self.data_struct, options, self.tx)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn open_file(
-        &mut self,
-        key: &[Option<String>],
-        values: &PartitionValues,
-        props: WriterProperties,
-    ) -> Result<OpenFile> {
-        // Named after the codec the file is written with, as Spark does.
-        let codec = props.compression(&ColumnPath::new(Vec::new()));
-        let relative = file_name(
-            self.partition_columns,
-            key,
-            self.counter,
-            self.options.change_data,
-            codec,
-        );
-        self.counter += 1;
-        let sink = FileSink::new(match self.destination {
-            Some(d) => Some((
-                Arc::clone(&d.store),
-                crate::paths::join_relative(&d.root, &relative)?,
-            )),
-            None => None,
-        });
-        let writer = ArrowWriter::try_new(sink, Arc::clone(&self.data_schema), Some(props))
-            .map_err(Error::parquet(&relative))?;
-        Ok(OpenFile {
-            writer,
-            relative,
-            partition_values: values.clone(),
-            rows: 0,
-            captured: vec![Vec::new(); self.capture.len()],
-        })
-    }
-
-    /// Writes each waiting partition's rows into a file of its own, in the order of their
-    /// keys; with `close`, each file closes before the next opens.
-    fn write_waiting(
-        &mut self,
-        waiting: HashMap<Vec<Option<String>>, Waiting>,
-        close: bool,
-    ) -> Result<()> {
-        let mut waiting: Vec<_> = waiting.into_iter().collect();
-        waiting.sort_by(|a, b| a.0.cmp(&b.0));
-        for (key, entry) in waiting {
-            let values = entry.values.clone();
-            let rows = entry.rows(&self.data_schema)?;
-            let props = self.properties(&rows, Vec::new);
-            self.write(&key, &values, &rows, props)?;
-            if close && let Some(file) = self.open.remove(&key) {
-                finish(
-                    file,
-                    &self.data_schema,
-                    &self.data_struct,
-                    self.options,
-                    self.tx,
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Finishes every open file, in the order of their names.
-    fn finish_open(&mut self) -> Result<()> {
-        let mut rest: Vec<_> = self.open.drain().map(|(_, f)| f).collect();
-        rest.sort_by(|a, b| a.relative.cmp(&b.relative));
-        for file in rest {
-            finish(
-                file,
-                &self.data_schema,
-                &self.data_struct,
-                self.options,
-                self.tx,
-            )?;
-        }
-        Ok(())
-    }
-}
-
-fn finish(
-    file: OpenFile,
-    data_schema: &SchemaRef,
-    data_struct: &StructType,
-    options: &FileWriteOptions,
-    tx: &tokio::sync::mpsc::Sender<Result<EncodedFile>>,
-) -> Result<()> {
-    let OpenFile {
-        writer,
-        relative,
-        partition_values,
-        rows,
-        captured,
-    } = file;
-    let captured = captured
-        .into_iter()
-        .map(|slices| {
-            let refs: Vec<&dyn arrow::array::Array> = slices.iter().map(|a| a.as_ref()).collect();
-            arrow::compute::concat(&refs).map_err(Error::arrow("capturing indexed columns"))
-        })
-        .collect::<Result<Vec<ArrayRef>>>()?;
-    let mut writer = writer;
-    let metadata = match writer.finish() {
-        Ok(metadata) => metadata,
-        Err(e) => {
-            return Err(writer
-                .inner_mut()
-                .upload_error()
-                .unwrap_or_else(|| Error::parquet(&relative)(e)));
-        }
-    };
-    // `finish` has written the footer: the sink has the whole file.
-    let sink = std::mem::replace(writer.inner_mut(), FileSink::new(None));
-    let size = sink.len();
-    let body = sink.finish();
-    let stats = stats_json(
-        &metadata,
-        data_schema,
-        data_struct,
-        &[],
-        options.stats_columns.budget,
-        &options.stats_columns.always,
-    );
-    // A closed channel means the uploader failed; its error is the one reported.
-    let _ = tx.blocking_send(Ok(EncodedFile {
-        relative,
-        partition_values,
-        body,
-        size,
-        stats,
-        rows,
-        captured,
-    }));
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,19 +339,6 @@ mod tests {
             .flatten()
             .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
             .collect()
-    }
-
-    #[test]
-    fn a_waiting_part_holds_its_own_rows_not_its_batchs() {
-        let whole = ids(0..100_000);
-        let slice = whole.slice(10, 100);
-        assert!(slice.get_array_memory_size() >= 100_000 * 8);
-        let own = own_rows(&slice).unwrap();
-        assert!(own.get_array_memory_size() < 100 * 8 * 2);
-        assert_eq!(
-            own.column(0).as_primitive::<Int64Type>().values().to_vec(),
-            (10..110).collect::<Vec<i64>>()
-        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod builder;
 mod clustering;
 mod constraints;
+mod encoder;
 mod encoding;
 mod files;
 mod generated;
