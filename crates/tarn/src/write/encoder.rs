@@ -105,8 +105,7 @@ pub(super) fn encode(
         .collect();
     let mut files = Files {
         partition_columns,
-        file_struct,
-        data_schema,
+        data_schema: Arc::clone(&data_schema),
         data_struct,
         capture,
         options,
@@ -117,11 +116,10 @@ pub(super) fn encode(
         settings: FileSettings::new(options.compression),
     };
     let mut waiting: HashMap<Vec<Option<String>>, Waiting> = HashMap::new();
-    // Gathered rows are far below a file's target, so gathering never moves where a
-    // file rolls over.
+    // Gathered rows are far below a file's target, so files still end near it (a few
+    // rows either way, as their rows now come in larger slices).
     let gather =
         !partition_columns.is_empty() && options.target_file_size >= 2 * WAITING_BYTES as u64;
-    let (file_struct, data_schema) = (files.file_struct.clone(), Arc::clone(&files.data_schema));
     let mut input = Input::new(batches);
     while let Some(batch) = input.next() {
         options.checks.verify(&batch)?;
@@ -218,7 +216,6 @@ impl Waiting {
 /// The files one encoder has open, one per partition, and what opening more takes.
 struct Files<'a> {
     partition_columns: &'a [PartitionColumn],
-    file_struct: StructType,
     data_schema: SchemaRef,
     data_struct: StructType,
     capture: Vec<String>,
