@@ -228,3 +228,59 @@ async fn a_stream_spread_over_many_partitions_writes_each_partition_once_and_who
     assert_eq!(ids_in("p007").await, expected);
     assert_eq!(row_count(&table.scan().collect().await.unwrap()), 400_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_larger_than_an_encoders_run_still_writes_each_partition_once() {
+    // 80 MiB of rows over 40 partitions, row by row, in 1,000-row batches: more than the
+    // 64 MiB run a stream hands one encoder, so runs of consecutive rows would give each
+    // partition a file per run.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("part", DataType::Utf8, false),
+        Field::new("payload", DataType::Utf8, false),
+    ]));
+    let rows = 80 * 1024;
+    let batches: Vec<RecordBatch> = (0..rows / 1000 + 1)
+        .map(|b| {
+            let ids: Vec<i64> = (b * 1000..((b + 1) * 1000).min(rows)).collect();
+            let parts: StringArray = ids
+                .iter()
+                .map(|i| Some(format!("p{:02}", i % 40)))
+                .collect();
+            let payload: StringArray = ids.iter().map(|i| Some(format!("{i:>1024}"))).collect();
+            RecordBatch::try_new(
+                Arc::clone(&schema),
+                vec![
+                    Arc::new(arrow::array::Int64Array::from(ids)),
+                    Arc::new(parts),
+                    Arc::new(payload),
+                ],
+            )
+            .unwrap()
+        })
+        .filter(|b| b.num_rows() > 0)
+        .collect();
+    let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    assert!(bytes > 80 << 20, "{bytes} bytes");
+    let dir = tempfile::tempdir().unwrap();
+    let table = Table::create(dir.path().to_str().unwrap())
+        .with_partition_columns(["part"])
+        .execute_stream(futures::stream::iter(
+            batches.into_iter().map(Ok::<_, ArrowError>),
+        ))
+        .await
+        .unwrap();
+
+    assert_eq!(table.snapshot().files().count(), 40);
+    assert_eq!(data_files(dir.path()), 40);
+    let ids = table
+        .scan()
+        .select(["id"])
+        .filter(col("part").eq(lit("p07")));
+    let expected: Vec<i64> = (0..rows).filter(|i| i % 40 == 7).collect();
+    assert_eq!(sorted_ids(&ids.collect().await.unwrap()), expected);
+    assert_eq!(
+        row_count(&table.scan().collect().await.unwrap()),
+        rows as usize
+    );
+}

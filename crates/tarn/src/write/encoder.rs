@@ -68,7 +68,8 @@ impl Destination {
 
 /// Encodes batches into Parquet files, partition by partition, sending each finished file
 /// to the uploader; with a destination, a file that grows large uploads in parts while it
-/// encodes. Runs on a blocking thread.
+/// encodes. Partitions' waiting rows stay under `waiting_budget` Arrow bytes. Runs on a
+/// blocking thread.
 pub(super) fn encode(
     schema: &StructType,
     partition_columns: &[PartitionColumn],
@@ -76,6 +77,7 @@ pub(super) fn encode(
     options: &FileWriteOptions,
     destination: Option<&Destination>,
     tx: &tokio::sync::mpsc::Sender<Result<EncodedFile>>,
+    waiting_budget: usize,
 ) -> Result<()> {
     let partition_names: Vec<String> = partition_columns.iter().map(|p| p.name.clone()).collect();
     let data_fields: Vec<StructField> = schema
@@ -116,6 +118,7 @@ pub(super) fn encode(
         settings: FileSettings::new(options.compression),
     };
     let mut waiting: HashMap<Vec<Option<String>>, Waiting> = HashMap::new();
+    let mut waiting_bytes = 0;
     // Gathered rows are far below a file's target, so files still end near it (a few
     // rows either way, as their rows now come in larger slices).
     let gather =
@@ -136,13 +139,21 @@ pub(super) fn encode(
                     bytes: 0,
                 });
                 let part = own_rows(&part)?;
-                entry.bytes += part.get_array_memory_size();
+                let bytes = part.get_array_memory_size();
+                entry.bytes += bytes;
+                waiting_bytes += bytes;
                 entry.parts.push(part);
-                if entry.bytes < WAITING_BYTES {
+                if entry.bytes < WAITING_BYTES || files.open.len() >= MAX_OPEN_FILES {
+                    if waiting_bytes > waiting_budget {
+                        waiting_bytes = files.write_largest(&mut waiting, waiting_budget / 2)?;
+                    }
                     continue;
                 }
                 match waiting.remove(&key) {
-                    Some(entry) => entry.rows(&data_schema)?,
+                    Some(entry) => {
+                        waiting_bytes -= entry.bytes;
+                        entry.rows(&data_schema)?
+                    }
                     None => continue,
                 }
             };
@@ -167,6 +178,7 @@ pub(super) fn encode(
         if options.file_per_batch {
             // Every file of the batch finishes in the order of its name, as before.
             files.write_waiting(std::mem::take(&mut waiting), false)?;
+            waiting_bytes = 0;
             files.finish_open()?;
         }
     }
@@ -180,6 +192,15 @@ pub(super) fn encode(
 /// `store_sales`, 2.9M rows over 1,824 dates in 8 Ki-row batches, took 19 GiB. Their
 /// rows wait here, and each file opens, takes them and closes in turn at the end.
 const WAITING_BYTES: usize = 1024 * 1024;
+
+/// Files one encoder keeps open at once; a partition with enough rows for a file of its
+/// own waits on while this many are open.
+const MAX_OPEN_FILES: usize = 64;
+
+/// Arrow bytes of waiting rows one write holds in all, shared among its encoders. Past
+/// its share, an encoder writes out its largest waiting partitions, each into a file that
+/// closes, until half its share is left.
+pub(super) const WAITING_BUDGET: usize = 1024 * 1024 * 1024;
 
 /// A copy of `part` holding only its own rows. Parts are slices of one sorted copy of
 /// their batch, so a slice kept waiting would keep the whole batch alive (and a
@@ -349,6 +370,31 @@ impl Files<'_> {
         Ok(())
     }
 
+    /// Writes the largest waiting partitions into files that close, until at most `keep`
+    /// bytes wait; returns the bytes still waiting.
+    fn write_largest(
+        &mut self,
+        waiting: &mut HashMap<Vec<Option<String>>, Waiting>,
+        keep: usize,
+    ) -> Result<usize> {
+        let mut sizes: Vec<(usize, Vec<Option<String>>)> =
+            waiting.iter().map(|(k, w)| (w.bytes, k.clone())).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let mut left: usize = sizes.iter().map(|(bytes, _)| bytes).sum();
+        let mut out = HashMap::new();
+        for (bytes, key) in sizes {
+            if left <= keep {
+                break;
+            }
+            if let Some(entry) = waiting.remove(&key) {
+                out.insert(key, entry);
+                left -= bytes;
+            }
+        }
+        self.write_waiting(out, true)?;
+        Ok(left)
+    }
+
     /// Finishes `file` and sends it to the uploader.
     fn close(&self, file: OpenFile) -> Result<()> {
         finish(
@@ -436,6 +482,110 @@ mod tests {
     fn ids(range: std::ops::Range<i64>) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(range))]).unwrap()
+    }
+
+    /// Encodes `batches` of `(id, part)` rows partitioned by `part` with `budget`,
+    /// returning each file's partition and ids.
+    fn encode_parts(batches: Vec<RecordBatch>, budget: usize) -> Vec<(String, Vec<i64>)> {
+        use crate::protocol::{DataType as DeltaType, PrimitiveType};
+        let schema = StructType::new(vec![
+            StructField::new("id", DeltaType::Primitive(PrimitiveType::Long), false),
+            StructField::new("part", DeltaType::Primitive(PrimitiveType::String), true),
+        ]);
+        let partition_columns = vec![PartitionColumn {
+            name: "part".into(),
+            physical_name: "part".into(),
+            data_type: PrimitiveType::String,
+        }];
+        let options = FileWriteOptions {
+            target_file_size: 128 << 20,
+            stats_columns: Default::default(),
+            writer_properties: None,
+            compression: parquet::basic::Compression::UNCOMPRESSED,
+            modification_time: 0,
+            capture: Vec::new(),
+            file_per_batch: false,
+            checks: Default::default(),
+            change_data: false,
+            hidden: Vec::new(),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(10_000);
+        encode(
+            &schema,
+            &partition_columns,
+            batches,
+            &options,
+            None,
+            &tx,
+            budget,
+        )
+        .unwrap();
+        drop(tx);
+        let mut files = Vec::new();
+        while let Ok(file) = rx.try_recv() {
+            let file = file.unwrap();
+            let super::super::upload::Body::Bytes(payload) = file.body else {
+                panic!("a file encoded without a destination is whole");
+            };
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(
+                bytes::Bytes::from(payload),
+                1 << 20,
+            )
+            .unwrap();
+            let ids = reader
+                .flat_map(|b| {
+                    b.unwrap()
+                        .column(0)
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            let part = file.partition_values.into_map().remove("part").flatten();
+            files.push((part.unwrap_or_default(), ids));
+        }
+        files
+    }
+
+    fn parted(ids: std::ops::Range<i64>, parts: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("part", DataType::Utf8, true),
+        ]));
+        let part: arrow::array::StringArray = ids
+            .clone()
+            .map(|i| Some(format!("p{}", i % parts)))
+            .collect();
+        RecordBatch::try_new(
+            schema,
+            vec![Arc::new(Int64Array::from_iter_values(ids)), Arc::new(part)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn waiting_rows_past_the_budget_leave_in_files_of_the_largest_partitions() {
+        // 20 partitions of 1,000 rows in 40 batches: far under a file's rows each.
+        let batches = || {
+            (0..40)
+                .map(|b| parted(b * 500..(b + 1) * 500, 20))
+                .collect()
+        };
+        let whole = encode_parts(batches(), usize::MAX);
+        assert_eq!(whole.len(), 20, "one file per partition within the budget");
+        // A budget of about a quarter of the rows: partitions leave early, in more files.
+        let budgeted = encode_parts(batches(), 20_000 * 16 / 4);
+        assert!(budgeted.len() > 20, "{} files", budgeted.len());
+        let mut ids: Vec<i64> = Vec::new();
+        for (part, file_ids) in &budgeted {
+            assert!(!file_ids.is_empty());
+            for id in file_ids {
+                assert_eq!(*part, format!("p{}", id % 20), "id {id} in {part}'s file");
+            }
+            ids.extend(file_ids);
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (0..20_000).collect::<Vec<i64>>());
     }
 
     #[test]

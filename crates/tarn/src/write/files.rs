@@ -17,7 +17,8 @@ use crate::paths::uri_encode;
 use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 
-pub(super) use super::encoder::{Destination, encode};
+pub(super) use super::encoder::{Destination, WAITING_BUDGET, encode};
+use super::lanes::Lanes;
 use super::upload::{Body, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Settings of one data write.
@@ -91,7 +92,9 @@ pub(crate) async fn write_files(
     let options = Arc::new(options.clone());
     // Several encoders on blocking threads, each over its share of the rows, so a large
     // write uses every core; they feed one uploader.
-    let encoders: Vec<_> = split_rows(batches, encoder_count(&options))
+    let shares = shares_of(batches, &partition_columns, encoder_count(&options))?;
+    let budget = WAITING_BUDGET / shares.len().max(1);
+    let encoders: Vec<_> = shares
         .into_iter()
         .map(|share| {
             let (schema, partition_columns) = (Arc::clone(&schema), Arc::clone(&partition_columns));
@@ -105,6 +108,7 @@ pub(crate) async fn write_files(
                     &options,
                     Some(&destination),
                     &tx,
+                    budget,
                 );
                 if let Err(e) = result {
                     let _ = tx.blocking_send(Err(e));
@@ -204,6 +208,33 @@ fn encoder_count(options: &FileWriteOptions) -> usize {
     crate::tasks::cores()
 }
 
+/// The rows each of at most `encoders` encoders takes: of a partitioned table, by
+/// partition ([`Lanes`]), so each partition's rows meet in one encoder; otherwise runs of
+/// consecutive rows ([`split_rows`]).
+fn shares_of(
+    batches: Vec<RecordBatch>,
+    partition_columns: &[PartitionColumn],
+    encoders: usize,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let lanes = encoders.min(total / ROWS_PER_ENCODER).max(1);
+    let Some(first) = batches
+        .first()
+        .filter(|_| !partition_columns.is_empty() && lanes > 1)
+    else {
+        return Ok(split_rows(batches, encoders));
+    };
+    let splitter = Lanes::new(lanes, partition_columns, first)?;
+    let mut shares: Vec<Vec<RecordBatch>> = vec![Vec::new(); lanes];
+    for batch in &batches {
+        for (lane, rows) in splitter.split(batch)? {
+            shares[lane].push(rows);
+        }
+    }
+    shares.retain(|share| !share.is_empty());
+    Ok(shares)
+}
+
 /// Splits `batches` into at most `shares` runs of consecutive rows, of about equal rows
 /// each and none under [`ROWS_PER_ENCODER`] (batches are sliced, not copied).
 fn split_rows(batches: Vec<RecordBatch>, shares: usize) -> Vec<Vec<RecordBatch>> {
@@ -299,7 +330,15 @@ pub(crate) async fn encode_files(
     let options = options.clone();
     // In memory: the files' actions must be final before any of them uploads.
     let encoder = tokio::task::spawn_blocking(move || {
-        let result = encode(&schema, &partition_columns, batches, &options, None, &tx);
+        let result = encode(
+            &schema,
+            &partition_columns,
+            batches,
+            &options,
+            None,
+            &tx,
+            WAITING_BUDGET,
+        );
         if let Err(e) = result {
             let _ = tx.blocking_send(Err(e));
         }

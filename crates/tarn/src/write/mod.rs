@@ -10,6 +10,7 @@ mod encoding;
 mod files;
 mod generated;
 mod identity;
+mod lanes;
 mod low_level;
 mod partitions;
 mod physical;

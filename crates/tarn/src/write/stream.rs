@@ -8,7 +8,10 @@ use arrow::array::RecordBatch;
 use futures::FutureExt;
 use tarn_store::StoreLocation;
 
-use super::files::{Destination, EncodedFile, FileWriteOptions, WrittenFiles, encode, upload_all};
+use super::files::{
+    Destination, EncodedFile, FileWriteOptions, WAITING_BUDGET, WrittenFiles, encode, upload_all,
+};
+use super::lanes::Lanes;
 use super::upload::UPLOAD_CONCURRENCY;
 use crate::error::{Error, Result};
 use crate::protocol::StructType;
@@ -34,12 +37,22 @@ const RUN_GROUPS: usize = RUN_BYTES / SEND_ROWS;
 /// runs of consecutive rows ([`RUN_BYTES`] of Arrow data each), each run encoded into
 /// files of its own while the next runs go to other encoders, one per core; files keep
 /// consecutive rows, so their statistics stay as tight as the input's order makes them.
-/// Memory holds the queued runs (at most one per core) and the file being encoded per
-/// encoder; a single encoder is kept a couple of groups behind. Dropping it
+/// A partitioned table's stream goes instead to one encoder per core for the whole
+/// stream, each taking the partitions [`Lanes`] assigns it, so each partition's rows end
+/// in one file (per target size) however the input spreads them.
+/// Memory holds the queued runs (at most one per core), the file being encoded per
+/// encoder and partitions' waiting rows (within [`WAITING_BUDGET`]); a single encoder, or
+/// a lane, is kept a couple of groups behind. Dropping it
 /// unfinished stops the uploads.
 pub(crate) struct StreamWriter {
     /// The run being fed.
     run: Option<Run>,
+    /// In parallel mode on a partitioned table: one run per core for the whole stream,
+    /// each taking the partitions [`Lanes`] gives it, so a partition's rows meet in one
+    /// file; started by the first batch.
+    lanes: Option<(Lanes, Vec<Run>)>,
+    /// Whether the stream goes to lanes rather than runs.
+    by_lane: bool,
     /// Arrow bytes per run, in parallel mode.
     run_bytes: Option<usize>,
     encoder: Arc<RunEncoder>,
@@ -61,6 +74,19 @@ struct Run {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     pending_bytes: usize,
+}
+
+impl Run {
+    /// Sends the pending batches to the run's encoder; `false` when it stopped taking
+    /// them, which only an error makes it do.
+    async fn flush(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return true;
+        }
+        let batches = std::mem::take(&mut self.pending);
+        (self.pending_rows, self.pending_bytes) = (0, 0);
+        self.tx.send(batches).await.is_ok()
+    }
 }
 
 /// What every run's encoder shares.
@@ -93,6 +119,8 @@ impl StreamWriter {
         let parallel = parallel && cores > 1 && !options.file_per_batch;
         StreamWriter {
             run: None,
+            lanes: None,
+            by_lane: parallel && !partition_columns.is_empty(),
             run_bytes: parallel
                 .then_some((IN_FLIGHT_BYTES / cores).clamp(MIN_RUN_BYTES, RUN_BYTES)),
             encoder: Arc::new(RunEncoder {
@@ -118,6 +146,9 @@ impl StreamWriter {
     ///
     /// Fails with the write's error when encoding or uploading has failed.
     pub(crate) async fn send(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.by_lane {
+            return self.send_to_lanes(batch).await;
+        }
         let full = match (&self.run, self.run_bytes) {
             (None, _) => true,
             (Some(run), Some(limit)) => run.bytes >= limit,
@@ -141,45 +172,89 @@ impl StreamWriter {
         Ok(())
     }
 
+    /// Hands each lane its rows of `batch`, starting the lanes on the first batch.
+    async fn send_to_lanes(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.lanes.is_none() {
+            let cores = crate::tasks::cores();
+            let splitter = Lanes::new(cores, &self.encoder.partition_columns, &batch)?;
+            let mut runs = Vec::with_capacity(cores);
+            for _ in 0..cores {
+                runs.push(self.start_encoder(2, WAITING_BUDGET / cores).await?);
+            }
+            self.lanes = Some((splitter, runs));
+        }
+        let Some((splitter, runs)) = self.lanes.as_mut() else {
+            return Err(stopped_early());
+        };
+        let mut sent = true;
+        for (lane, rows) in splitter.split(&batch)? {
+            let Some(run) = runs.get_mut(lane) else {
+                return Err(stopped_early());
+            };
+            let size = slice_bytes(&rows);
+            run.bytes += size;
+            run.pending_rows += rows.num_rows();
+            run.pending_bytes += size;
+            run.pending.push(rows);
+            if run.pending_rows >= SEND_ROWS || run.pending_bytes >= SEND_BYTES {
+                sent &= run.flush().await;
+            }
+        }
+        match sent {
+            true => Ok(()),
+            false => Err(self.failure().await),
+        }
+    }
+
     /// Sends the current run's pending batches to its encoder.
     async fn flush(&mut self) -> Result<()> {
         let Some(run) = self.run.as_mut() else {
             return Ok(());
         };
-        if run.pending.is_empty() {
+        if run.flush().await {
             return Ok(());
         }
-        let batches = std::mem::take(&mut run.pending);
-        (run.pending_rows, run.pending_bytes) = (0, 0);
-        if run.tx.send(batches).await.is_ok() {
-            return Ok(());
-        }
-        // The encoder stopped taking batches, which only an error makes it do.
         Err(self.failure().await)
     }
 
-    /// Sends what the current run holds and ends its input, so its encoder finishes it.
+    /// Sends what the current run (or every lane) holds and ends its input, so its
+    /// encoder finishes it.
     async fn end_run(&mut self) -> Result<()> {
         self.flush().await?;
         self.run = None;
+        if let Some((_, mut runs)) = self.lanes.take() {
+            for run in &mut runs {
+                if !run.flush().await {
+                    return Err(self.failure().await);
+                }
+            }
+        }
         Ok(())
     }
 
     /// Starts the next run on an encoder of its own once one is free.
     async fn start_run(&mut self) -> Result<()> {
-        let slot = Arc::clone(&self.slots)
-            .acquire_owned()
-            .await
-            .map_err(|_| stopped_early())?;
-        let Some(files) = self.files.clone() else {
-            return Err(stopped_early());
-        };
         // In parallel mode a run queues whole (its size bounds it, and one run per core
         // is in flight); a single encoder is kept a couple of groups behind.
         let queue = if self.run_bytes.is_some() {
             RUN_GROUPS
         } else {
             2
+        };
+        let budget = WAITING_BUDGET / crate::tasks::cores();
+        self.run = Some(self.start_encoder(queue, budget).await?);
+        Ok(())
+    }
+
+    /// A run on an encoder of its own, once one is free, queueing at most `queue` groups
+    /// and holding at most `budget` bytes of partitions' waiting rows.
+    async fn start_encoder(&mut self, queue: usize, budget: usize) -> Result<Run> {
+        let slot = Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| stopped_early())?;
+        let Some(files) = self.files.clone() else {
+            return Err(stopped_early());
         };
         let (tx, mut batches) = tokio::sync::mpsc::channel::<Vec<RecordBatch>>(queue);
         let encoder = Arc::clone(&self.encoder);
@@ -193,24 +268,25 @@ impl StreamWriter {
                 &encoder.options,
                 Some(&encoder.destination),
                 &files,
+                budget,
             );
             if let Err(e) = result {
                 let _ = files.blocking_send(Err(e));
             }
         }));
-        self.run = Some(Run {
+        Ok(Run {
             tx,
             bytes: 0,
             pending: Vec::new(),
             pending_rows: 0,
             pending_bytes: 0,
-        });
-        Ok(())
+        })
     }
 
     /// The error that stopped an encoder: the uploads' result holds it.
     async fn failure(&mut self) -> Error {
         self.run = None;
+        self.lanes = None;
         self.files = None;
         match self.done.take() {
             Some(done) => done.await.err().unwrap_or_else(stopped_early),
