@@ -363,8 +363,9 @@ pub enum Error {
         source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
     },
 
-    /// A local file a MERGE spilled its source to could not be written or read back.
-    #[error("the merge spill file {path:?} failed: {source}")]
+    /// A local file a MERGE spilled its source to, or a write its partitions' waiting
+    /// rows to, could not be written or read back.
+    #[error("the spill file {path:?} failed: {source}")]
     Spill {
         /// The spill file or directory.
         path: std::path::PathBuf,

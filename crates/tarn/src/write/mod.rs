@@ -14,6 +14,7 @@ mod lanes;
 mod low_level;
 mod partitions;
 mod physical;
+mod spill;
 mod stream;
 mod streamed;
 mod upload;
