@@ -231,7 +231,7 @@ async fn a_stream_spread_over_many_partitions_writes_each_partition_once_and_who
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_larger_than_an_encoders_run_still_writes_each_partition_once() {
-    // 80 MiB of rows over 40 partitions, row by row, in 1,000-row batches: more than the
+    // 80 MiB of rows over 200 partitions, row by row, in 1,000-row batches: more than the
     // 64 MiB run a stream hands one encoder, so runs of consecutive rows would give each
     // partition a file per run.
     let schema = Arc::new(Schema::new(vec![
@@ -245,7 +245,7 @@ async fn a_stream_larger_than_an_encoders_run_still_writes_each_partition_once()
             let ids: Vec<i64> = (b * 1000..((b + 1) * 1000).min(rows)).collect();
             let parts: StringArray = ids
                 .iter()
-                .map(|i| Some(format!("p{:02}", i % 40)))
+                .map(|i| Some(format!("p{:03}", i % 200)))
                 .collect();
             let payload: StringArray = ids.iter().map(|i| Some(format!("{i:>1024}"))).collect();
             RecordBatch::try_new(
@@ -271,13 +271,13 @@ async fn a_stream_larger_than_an_encoders_run_still_writes_each_partition_once()
         .await
         .unwrap();
 
-    assert_eq!(table.snapshot().files().count(), 40);
-    assert_eq!(data_files(dir.path()), 40);
+    assert_eq!(table.snapshot().files().count(), 200);
+    assert_eq!(data_files(dir.path()), 200);
     let ids = table
         .scan()
         .select(["id"])
-        .filter(col("part").eq(lit("p07")));
-    let expected: Vec<i64> = (0..rows).filter(|i| i % 40 == 7).collect();
+        .filter(col("part").eq(lit("p007")));
+    let expected: Vec<i64> = (0..rows).filter(|i| i % 200 == 7).collect();
     assert_eq!(sorted_ids(&ids.collect().await.unwrap()), expected);
     assert_eq!(
         row_count(&table.scan().collect().await.unwrap()),

@@ -48,6 +48,8 @@ struct OpenFile {
     relative: String,
     partition_values: PartitionValues,
     rows: usize,
+    /// The encoder's input rows seen when rows were last written to it.
+    last_written: usize,
     /// Per captured column, the slices written so far.
     captured: Vec<Vec<ArrayRef>>,
 }
@@ -117,6 +119,7 @@ pub(super) fn encode(
         open: HashMap::new(),
         counter: 0,
         settings: FileSettings::new(options.compression),
+        input_rows: 0,
     };
     let mut waiting: HashMap<Vec<Option<String>>, Waiting> = HashMap::new();
     let mut waiting_bytes = 0;
@@ -128,6 +131,7 @@ pub(super) fn encode(
     let mut input = Input::new(batches);
     while let Some(batch) = input.next() {
         options.checks.verify(&batch)?;
+        files.input_rows += batch.num_rows();
         for (key, values, part) in
             split_partitions(&batch, partition_columns, &file_struct, &data_schema)?
         {
@@ -147,6 +151,9 @@ pub(super) fn encode(
                 entry.parts.push(part);
                 // A partition with spilled rows waits to the end, so they share its file.
                 let spilled = spill.as_ref().is_some_and(|s| s.holds(&key));
+                if entry.bytes >= WAITING_BYTES && files.open.len() >= MAX_OPEN_FILES {
+                    files.close_idle()?;
+                }
                 if entry.bytes < WAITING_BYTES || files.open.len() >= MAX_OPEN_FILES || spilled {
                     if waiting_bytes > waiting_budget {
                         waiting_bytes = spill_largest(
@@ -205,6 +212,10 @@ const WAITING_BYTES: usize = 1024 * 1024;
 /// Files one encoder keeps open at once; a partition with enough rows for a file of its
 /// own waits on while this many are open.
 const MAX_OPEN_FILES: usize = 64;
+
+/// Input rows an open file may go without rows of its own before it is closed to make
+/// room for another (input sorted by partition leaves each behind for good).
+const IDLE_ROWS: usize = 1024 * 1024;
 
 /// Arrow bytes of waiting rows one write holds in all, shared among its encoders. Past
 /// its share, an encoder spills its largest waiting partitions to local disk until half
@@ -288,6 +299,8 @@ struct Files<'a> {
     open: HashMap<Vec<Option<String>>, OpenFile>,
     counter: usize,
     settings: FileSettings,
+    /// Input rows the encoder has taken so far.
+    input_rows: usize,
 }
 
 impl Files<'_> {
@@ -342,6 +355,7 @@ impl Files<'_> {
                     .unwrap_or_else(|| Error::parquet(&file.relative)(e)));
             }
             file.rows += slice.num_rows();
+            file.last_written = self.input_rows;
             for (name, slices) in self.capture.iter().zip(&mut file.captured) {
                 if let Some(column) = slice.column_by_name(name) {
                     slices.push(Arc::clone(column));
@@ -387,6 +401,7 @@ impl Files<'_> {
             relative,
             partition_values: values.clone(),
             rows: 0,
+            last_written: self.input_rows,
             captured: vec![Vec::new(); self.capture.len()],
         })
     }
@@ -440,6 +455,24 @@ impl Files<'_> {
         self.write(key, values, rows, props)
     }
 
+    /// Closes the open files that took no rows in the last [`IDLE_ROWS`] input rows.
+    fn close_idle(&mut self) -> Result<()> {
+        let now = self.input_rows;
+        let mut idle: Vec<Vec<Option<String>>> = self
+            .open
+            .iter()
+            .filter(|(_, f)| now.saturating_sub(f.last_written) > IDLE_ROWS)
+            .map(|(k, _)| k.clone())
+            .collect();
+        idle.sort();
+        for key in idle {
+            if let Some(file) = self.open.remove(&key) {
+                self.close(file)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Finishes `file` and sends it to the uploader.
     fn close(&self, file: OpenFile) -> Result<()> {
         finish(
@@ -475,6 +508,7 @@ fn finish(
         partition_values,
         rows,
         captured,
+        ..
     } = file;
     let captured = captured
         .into_iter()

@@ -18,7 +18,7 @@ use crate::protocol::{Add, PartitionValues, StructField, StructType};
 use crate::snapshot::PartitionColumn;
 
 pub(super) use super::encoder::{Destination, WAITING_BUDGET, encode};
-use super::lanes::Lanes;
+use super::lanes::{LANE_PARTITIONS, Lanes};
 use super::upload::{Body, UPLOAD_CONCURRENCY, tokio_stream_from};
 
 /// Settings of one data write.
@@ -208,9 +208,9 @@ fn encoder_count(options: &FileWriteOptions) -> usize {
     crate::tasks::cores()
 }
 
-/// The rows each of at most `encoders` encoders takes: of a partitioned table, by
-/// partition ([`Lanes`]), so each partition's rows meet in one encoder; otherwise runs of
-/// consecutive rows ([`split_rows`]).
+/// The rows each of at most `encoders` encoders takes: of a partitioned table whose first
+/// batch spans many partitions, by partition ([`Lanes`]), so each partition's rows meet in
+/// one encoder; otherwise runs of consecutive rows ([`split_rows`]).
 fn shares_of(
     batches: Vec<RecordBatch>,
     partition_columns: &[PartitionColumn],
@@ -225,6 +225,9 @@ fn shares_of(
         return Ok(split_rows(batches, encoders));
     };
     let splitter = Lanes::new(lanes, partition_columns, first)?;
+    if splitter.partitions_in(first)? < LANE_PARTITIONS * lanes {
+        return Ok(split_rows(batches, encoders));
+    }
     let mut shares: Vec<Vec<RecordBatch>> = vec![Vec::new(); lanes];
     for batch in &batches {
         for (lane, rows) in splitter.split(batch)? {

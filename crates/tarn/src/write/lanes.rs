@@ -4,7 +4,8 @@
 //!
 //! Cutting the input into runs of consecutive rows, as an unpartitioned write does, gives
 //! each run a file of every partition it meets: TPC-DS's `store_sales`, 1,824 dates in
-//! every 64 MiB run, became 11 files per date, and its scans paid per file.
+//! every 64 MiB run, became 11 files per date, and its scans paid per file. Input whose
+//! first batch spans few partitions ([`LANE_PARTITIONS`] per lane) still goes in runs.
 
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
@@ -12,6 +13,12 @@ use arrow::row::{RowConverter, SortField};
 
 use crate::error::{Error, Result};
 use crate::snapshot::PartitionColumn;
+
+/// Partitions per lane the first batch of a write must span for the write to go to
+/// lanes: input that arrives a partition or a few at a time (sorted by them, a daily
+/// append, a compaction of one partition) is better cut into runs, which then meet few
+/// partitions each while one partition's rows still use every core.
+pub(super) const LANE_PARTITIONS: usize = 4;
 
 /// Splits batches among `lanes` encoders by their partition values.
 pub(super) struct Lanes {
@@ -41,6 +48,18 @@ impl Lanes {
             converter,
             names,
         })
+    }
+
+    /// How many partitions the rows of `batch` fall in.
+    ///
+    /// Fails when `batch` lacks a partition column.
+    pub(super) fn partitions_in(&self, batch: &RecordBatch) -> Result<usize> {
+        let rows = self
+            .converter
+            .convert_columns(&key_columns(&self.names, batch)?)
+            .map_err(Error::arrow("hashing partition values"))?;
+        let keys: std::collections::HashSet<&[u8]> = rows.iter().map(|r| r.data()).collect();
+        Ok(keys.len())
     }
 
     /// The rows of `batch` each lane takes, as `(lane, rows)` in lane order, lanes without

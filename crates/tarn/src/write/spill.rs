@@ -21,6 +21,10 @@ use crate::protocol::PartitionValues;
 
 type Key = Vec<Option<String>>;
 
+/// Round files kept open for reading back; later rounds open at each read, so a write
+/// that spills for very long stays within the process's open files.
+const OPEN_ROUNDS: usize = 256;
+
 /// A directory of spill files, removed with everything in it when dropped.
 struct SpillDir(PathBuf);
 
@@ -41,7 +45,7 @@ impl Drop for SpillDir {
 pub(super) struct Spill {
     dir: SpillDir,
     schema: SchemaRef,
-    rounds: Vec<(PathBuf, FileReader<BufReader<File>>)>,
+    rounds: Vec<(PathBuf, Option<FileReader<BufReader<File>>>)>,
     /// Per spilled partition: its values and its batches as (round, batch) positions.
     at: HashMap<Key, (PartitionValues, Vec<(usize, usize)>)>,
 }
@@ -79,9 +83,10 @@ impl Spill {
                 .push((round, index));
         }
         writer.finish().map_err(spill_arrow_error(&path))?;
-        let file = File::open(&path).map_err(spill_error(&path))?;
-        let reader =
-            FileReader::try_new(BufReader::new(file), None).map_err(spill_arrow_error(&path))?;
+        let reader = match round < OPEN_ROUNDS {
+            true => Some(open_round(&path)?),
+            false => None,
+        };
         self.rounds.push((path, reader));
         Ok(())
     }
@@ -106,8 +111,13 @@ impl Spill {
     ///
     /// Fails with [`Error::Spill`] when its round's file cannot be read.
     pub(super) fn read(&mut self, (round, index): (usize, usize)) -> Result<RecordBatch> {
-        let Some((path, reader)) = self.rounds.get_mut(round) else {
+        let Some((path, kept)) = self.rounds.get_mut(round) else {
             return Err(missing(self.dir.path(), round, index));
+        };
+        let mut opened = None;
+        let reader = match kept {
+            Some(reader) => reader,
+            None => opened.insert(open_round(path)?),
         };
         reader.set_index(index).map_err(spill_arrow_error(path))?;
         match reader.next() {
@@ -115,6 +125,11 @@ impl Spill {
             None => Err(missing(path, round, index)),
         }
     }
+}
+
+fn open_round(path: &Path) -> Result<FileReader<BufReader<File>>> {
+    let file = File::open(path).map_err(spill_error(path))?;
+    FileReader::try_new(BufReader::new(file), None).map_err(spill_arrow_error(path))
 }
 
 fn missing(path: &Path, round: usize, index: usize) -> Error {
@@ -194,6 +209,32 @@ mod tests {
         assert_eq!(spill.keys().count(), 1);
         let err = spill.read((7, 0)).unwrap_err();
         assert!(matches!(err, Error::Spill { .. }), "{err}");
+    }
+
+    #[test]
+    fn rounds_past_those_kept_open_read_back_too() {
+        let mut spill = Spill::new(ids(0..0).schema()).unwrap();
+        let key = vec![Some("a".to_string())];
+        let rounds = OPEN_ROUNDS as i64 + 2;
+        for round in 0..rounds {
+            spill
+                .round(vec![(key.clone(), values("a"), ids(round..round + 1))])
+                .unwrap();
+        }
+        assert!(spill.rounds[OPEN_ROUNDS].1.is_none(), "opened when read");
+        let (_, positions) = spill.take(&key).unwrap();
+        let read: Vec<i64> = positions
+            .into_iter()
+            .map(|p| {
+                spill
+                    .read(p)
+                    .unwrap()
+                    .column(0)
+                    .as_primitive::<Int64Type>()
+                    .value(0)
+            })
+            .collect();
+        assert_eq!(read, (0..rounds).collect::<Vec<i64>>());
     }
 
     #[test]

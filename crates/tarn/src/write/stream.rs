@@ -11,7 +11,7 @@ use tarn_store::StoreLocation;
 use super::files::{
     Destination, EncodedFile, FileWriteOptions, WAITING_BUDGET, WrittenFiles, encode, upload_all,
 };
-use super::lanes::Lanes;
+use super::lanes::{LANE_PARTITIONS, Lanes};
 use super::upload::UPLOAD_CONCURRENCY;
 use crate::error::{Error, Result};
 use crate::protocol::StructType;
@@ -53,6 +53,8 @@ pub(crate) struct StreamWriter {
     lanes: Option<(Lanes, Vec<Run>)>,
     /// Whether the stream goes to lanes rather than runs.
     by_lane: bool,
+    /// Encoders at once: the cores.
+    cores: usize,
     /// Arrow bytes per run, in parallel mode.
     run_bytes: Option<usize>,
     encoder: Arc<RunEncoder>,
@@ -121,6 +123,7 @@ impl StreamWriter {
             run: None,
             lanes: None,
             by_lane: parallel && !partition_columns.is_empty(),
+            cores,
             run_bytes: parallel
                 .then_some((IN_FLIGHT_BYTES / cores).clamp(MIN_RUN_BYTES, RUN_BYTES)),
             encoder: Arc::new(RunEncoder {
@@ -146,6 +149,9 @@ impl StreamWriter {
     ///
     /// Fails with the write's error when encoding or uploading has failed.
     pub(crate) async fn send(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.by_lane && self.lanes.is_none() {
+            self.start_lanes(&batch).await?;
+        }
         if self.by_lane {
             return self.send_to_lanes(batch).await;
         }
@@ -172,17 +178,29 @@ impl StreamWriter {
         Ok(())
     }
 
-    /// Hands each lane its rows of `batch`, starting the lanes on the first batch.
-    async fn send_to_lanes(&mut self, batch: RecordBatch) -> Result<()> {
-        if self.lanes.is_none() {
-            let cores = crate::tasks::cores();
-            let splitter = Lanes::new(cores, &self.encoder.partition_columns, &batch)?;
-            let mut runs = Vec::with_capacity(cores);
-            for _ in 0..cores {
-                runs.push(self.start_encoder(2, WAITING_BUDGET / cores).await?);
-            }
-            self.lanes = Some((splitter, runs));
+    /// Starts one lane per core, unless the stream's first batch, `batch`, spans too few
+    /// partitions for lanes to pay: input that arrives a partition or a few at a time
+    /// (sorted by them, or a daily append) goes in runs, which then meet few partitions
+    /// each, and one partition's rows still use every core.
+    ///
+    /// Fails when `batch` lacks a partition column.
+    async fn start_lanes(&mut self, batch: &RecordBatch) -> Result<()> {
+        let cores = self.cores;
+        let splitter = Lanes::new(cores, &self.encoder.partition_columns, batch)?;
+        if splitter.partitions_in(batch)? < LANE_PARTITIONS * cores {
+            self.by_lane = false;
+            return Ok(());
         }
+        let mut runs = Vec::with_capacity(cores);
+        for _ in 0..cores {
+            runs.push(self.start_encoder(2, WAITING_BUDGET / cores).await?);
+        }
+        self.lanes = Some((splitter, runs));
+        Ok(())
+    }
+
+    /// Hands each lane its rows of `batch`.
+    async fn send_to_lanes(&mut self, batch: RecordBatch) -> Result<()> {
         let Some((splitter, runs)) = self.lanes.as_mut() else {
             return Err(stopped_early());
         };
@@ -223,10 +241,15 @@ impl StreamWriter {
         self.flush().await?;
         self.run = None;
         if let Some((_, mut runs)) = self.lanes.take() {
+            let mut sent = true;
             for run in &mut runs {
-                if !run.flush().await {
-                    return Err(self.failure().await);
-                }
+                sent &= run.flush().await;
+            }
+            // Every lane's input ends before a failure is awaited: a lane still open
+            // would keep its encoder, and so the uploads, waiting.
+            drop(runs);
+            if !sent {
+                return Err(self.failure().await);
             }
         }
         Ok(())
@@ -241,7 +264,7 @@ impl StreamWriter {
         } else {
             2
         };
-        let budget = WAITING_BUDGET / crate::tasks::cores();
+        let budget = WAITING_BUDGET / self.cores;
         self.run = Some(self.start_encoder(queue, budget).await?);
         Ok(())
     }
