@@ -7,12 +7,16 @@
 //! every 64 MiB run, became 11 files per date, and its scans paid per file. Input whose
 //! first batch spans few partitions ([`LANE_PARTITIONS`] per lane) still goes in runs.
 
+use std::collections::HashMap;
+
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::row::{RowConverter, SortField};
 
 use crate::error::{Error, Result};
 use crate::snapshot::PartitionColumn;
+
+use super::partitions::partition_key;
 
 /// Partitions per lane the first batch of a write must span for the write to go to
 /// lanes: input that arrives a partition or a few at a time (sorted by them, a daily
@@ -24,6 +28,7 @@ pub(super) const LANE_PARTITIONS: usize = 4;
 pub(super) struct Lanes {
     lanes: usize,
     converter: RowConverter,
+    columns: Vec<PartitionColumn>,
     names: Vec<String>,
 }
 
@@ -46,6 +51,7 @@ impl Lanes {
         Ok(Lanes {
             lanes: lanes.max(1),
             converter,
+            columns: partition_columns.to_vec(),
             names,
         })
     }
@@ -70,13 +76,21 @@ impl Lanes {
         if self.lanes == 1 || batch.num_rows() == 0 {
             return Ok(vec![(0, batch.clone())]);
         }
+        let keys = key_columns(&self.names, batch)?;
         let rows = self
             .converter
-            .convert_columns(&key_columns(&self.names, batch)?)
+            .convert_columns(&keys)
             .map_err(Error::arrow("hashing partition values"))?;
+        // A partition's lane comes from its key as the files are named (values that write
+        // as the same partition, such as null and "", share a lane), worked out once per
+        // distinct value of the batch.
+        let mut lane_of_row: HashMap<&[u8], usize> = HashMap::new();
         let mut taken: Vec<Vec<u32>> = vec![Vec::new(); self.lanes];
         for (i, row) in rows.iter().enumerate() {
-            taken[lane_of(row.as_ref(), self.lanes)].push(i as u32);
+            let lane = *lane_of_row
+                .entry(row.data())
+                .or_insert_with(|| lane_of(&partition_key(&self.columns, &keys, i), self.lanes));
+            taken[lane].push(i as u32);
         }
         if let Some(only) = taken.iter().position(|t| t.len() == batch.num_rows()) {
             return Ok(vec![(only, batch.clone())]);
@@ -108,13 +122,27 @@ fn key_columns(names: &[String], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
         .collect()
 }
 
-/// The lane of a partition by its encoded values (FNV-1a: stable across runs, so the
-/// same partition always lands in the same lane of a write).
-fn lane_of(key: &[u8], lanes: usize) -> usize {
+/// The lane of a partition by its key (FNV-1a: stable across runs, so the same
+/// partition always lands in the same lane of a write).
+fn lane_of(key: &[Option<String>], lanes: usize) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in key {
-        hash ^= u64::from(*byte);
+    let mut mix = |byte: u8| {
+        hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    };
+    for value in key {
+        match value {
+            // A marker byte apart from every string's bytes and length.
+            None => mix(0xff),
+            Some(v) => {
+                mix(0);
+                v.bytes().for_each(&mut mix);
+                (v.len() as u64)
+                    .to_le_bytes()
+                    .into_iter()
+                    .for_each(&mut mix);
+            }
+        }
     }
     (hash % lanes as u64) as usize
 }
@@ -185,6 +213,27 @@ mod tests {
                 assert_eq!(lane_of_date[&date.map(str::to_string)], lane);
             }
         }
+    }
+
+    #[test]
+    fn null_and_the_empty_string_are_one_partition_and_share_a_lane() {
+        let days: Vec<String> = (0..64).map(|d| format!("d{d}")).collect();
+        let mut dates: Vec<Option<&str>> = days.iter().map(|d| Some(d.as_str())).collect();
+        dates.extend([None, Some(""), None, Some("")]);
+        let input = batch((0..dates.len() as i64).collect(), dates);
+        let lanes = Lanes::new(8, &date(), &input).unwrap();
+        let mut lanes_of_null = Vec::new();
+        for (lane, rows) in lanes.split(&input).unwrap() {
+            let dates = rows.column(1).as_string::<i32>();
+            if dates.iter().any(|d| d.is_none_or(str::is_empty)) {
+                lanes_of_null.push(lane);
+            }
+        }
+        assert_eq!(
+            lanes_of_null.len(),
+            1,
+            "null and \"\" in lanes {lanes_of_null:?}"
+        );
     }
 
     #[test]

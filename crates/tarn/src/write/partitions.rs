@@ -56,6 +56,25 @@ pub(super) fn file_name(
     path
 }
 
+/// The partition of row `row` of the partition columns' `keys`: each value as the string
+/// `partitionValues` holds, an empty string as null (as Spark writes it).
+pub(super) fn partition_key(
+    partition_columns: &[PartitionColumn],
+    keys: &[ArrayRef],
+    row: usize,
+) -> Vec<Option<String>> {
+    partition_columns
+        .iter()
+        .zip(keys)
+        .map(|(column, array)| {
+            Scalar::from_array(array.as_ref(), row, column.data_type)
+                .unwrap_or(Scalar::Null)
+                .to_partition_string()
+                .filter(|s| !s.is_empty())
+        })
+        .collect()
+}
+
 pub(super) type PartitionGroup = (Vec<Option<String>>, PartitionValues, RecordBatch);
 
 /// Splits a batch (in table schema) into one batch per partition, each without the
@@ -124,16 +143,10 @@ pub(super) fn split_partitions(
     let mut groups = Vec::new();
     for range in ranges.ranges() {
         let part = sorted.slice(range.start, range.end - range.start);
-        let mut key = Vec::with_capacity(partition_columns.len());
+        let key = partition_key(partition_columns, &sorted_keys, range.start);
         let mut values = PartitionValues::new();
-        for (column, array) in partition_columns.iter().zip(&sorted_keys) {
-            let value = Scalar::from_array(array.as_ref(), range.start, column.data_type)
-                .unwrap_or(Scalar::Null)
-                .to_partition_string()
-                // Spark writes an empty string partition as null.
-                .filter(|s| !s.is_empty());
-            key.push(value.clone());
-            values.insert(column.physical_name.clone(), value);
+        for (column, value) in partition_columns.iter().zip(&key) {
+            values.insert(column.physical_name.clone(), value.clone());
         }
         groups.push((key, values, project(&part)?));
     }
