@@ -30,6 +30,7 @@ pub(crate) use constraints::Checks;
 pub(crate) use files::{FileWriteOptions, WrittenFiles, write_files};
 pub(crate) use generated::without_generated;
 pub(crate) use identity::{Identity, fill_identity, identity_columns, keep_high_water_marks};
+pub(crate) use spill::{SpillDir, arrow_spill_error, spill_error};
 pub(crate) use stream::StreamWriter;
 pub(crate) use streamed::{BatchStream, Input, from_reader, from_stream, write_new_table};
 

@@ -25,12 +25,28 @@ type Key = Vec<Option<String>>;
 /// that spills for very long stays within the process's open files.
 const OPEN_ROUNDS: usize = 256;
 
-/// A directory of spill files, removed with everything in it when dropped.
-struct SpillDir(PathBuf);
+/// A directory of spill files, removed with everything in it when dropped. A write's
+/// spill and a MERGE's source spill (`dml::merge::spill`) each make one.
+pub(crate) struct SpillDir(PathBuf);
 
 impl SpillDir {
-    fn path(&self) -> &Path {
+    /// A fresh directory `<prefix>-<uuid>` under `parent`.
+    ///
+    /// Fails with [`Error::Spill`] when it cannot be created.
+    pub(crate) fn new(parent: &Path, prefix: &str) -> Result<Self> {
+        let path = parent.join(format!("{prefix}-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&path).map_err(spill_error(&path))?;
+        Ok(Self(path))
+    }
+
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
         &self.0
+    }
+
+    /// The file `name` in the directory.
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
     }
 }
 
@@ -55,10 +71,8 @@ impl Spill {
     ///
     /// Fails with [`Error::Spill`] when the directory cannot be made.
     pub(super) fn new(schema: SchemaRef) -> Result<Spill> {
-        let path = std::env::temp_dir().join(format!("tarn-write-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&path).map_err(spill_error(&path))?;
         Ok(Spill {
-            dir: SpillDir(path),
+            dir: SpillDir::new(&std::env::temp_dir(), "tarn-write")?,
             schema,
             rounds: Vec::new(),
             at: HashMap::new(),
@@ -70,7 +84,7 @@ impl Spill {
     /// Fails with [`Error::Spill`] when the round's file cannot be written or reopened.
     pub(super) fn round(&mut self, parts: Vec<(Key, PartitionValues, RecordBatch)>) -> Result<()> {
         let round = self.rounds.len();
-        let path = self.dir.path().join(format!("round-{round}.arrow"));
+        let path = self.dir.file(&format!("round-{round}.arrow"));
         let file = File::create(&path).map_err(spill_error(&path))?;
         let mut writer = FileWriter::try_new(BufWriter::new(file), &self.schema)
             .map_err(spill_arrow_error(&path))?;
@@ -142,18 +156,28 @@ fn missing(path: &Path, round: usize, index: usize) -> Error {
     }
 }
 
-fn spill_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+/// An [`Error::Spill`] naming the spill file `path`.
+pub(crate) fn spill_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Spill {
         path: path.to_path_buf(),
         source,
     }
 }
 
-fn spill_arrow_error(path: &Path) -> impl FnOnce(arrow::error::ArrowError) -> Error + '_ {
+/// An Arrow IPC error on the spill file `path` of `what`: [`Error::Spill`] for I/O,
+/// otherwise an Arrow error.
+pub(crate) fn arrow_spill_error<'a>(
+    path: &'a Path,
+    what: &'a str,
+) -> impl FnOnce(arrow::error::ArrowError) -> Error + 'a {
     move |e| match e {
         arrow::error::ArrowError::IoError(_, source) => spill_error(path)(source),
-        other => Error::arrow(format!("spilling waiting rows to {}", path.display()))(other),
+        other => Error::arrow(format!("spilling {what} to {}", path.display()))(other),
     }
+}
+
+fn spill_arrow_error(path: &Path) -> impl FnOnce(arrow::error::ArrowError) -> Error + '_ {
+    arrow_spill_error(path, "waiting rows")
 }
 
 #[cfg(test)]

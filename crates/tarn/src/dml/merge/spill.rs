@@ -28,7 +28,7 @@ use crate::conform::{Source, conform};
 use crate::error::{Error, Result};
 use crate::protocol::StructField;
 use crate::snapshot::Snapshot;
-use crate::write::BatchStream;
+use crate::write::{BatchStream, SpillDir, arrow_spill_error, spill_error};
 
 /// Keys kept in the reservoir sample the ranges are cut from.
 const SAMPLE_SIZE: usize = 64 * 1024;
@@ -125,43 +125,8 @@ impl KeyEncoder {
     }
 }
 
-/// A directory of spill files, removed with everything in it when dropped.
-pub(super) struct SpillDir(PathBuf);
-
-impl SpillDir {
-    /// A fresh directory under `parent`.
-    ///
-    /// Fails with [`Error::Spill`] when it cannot be created.
-    pub(super) fn new(parent: &Path) -> Result<Self> {
-        let path = parent.join(format!("tarn-merge-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&path).map_err(spill_error(&path))?;
-        Ok(Self(path))
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for SpillDir {
-    fn drop(&mut self) {
-        // Best effort: a leftover directory under the temp dir harms nothing.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn spill_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Spill {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 fn spill_arrow_error(path: &Path) -> impl FnOnce(arrow::error::ArrowError) -> Error + '_ {
-    move |e| match e {
-        arrow::error::ArrowError::IoError(_, source) => spill_error(path)(source),
-        other => Error::arrow(format!("spilling the merge source to {}", path.display()))(other),
-    }
+    arrow_spill_error(path, "the merge source")
 }
 
 /// The spilled source, one IPC file per key range, in key order.
@@ -239,7 +204,7 @@ pub(super) async fn gather(
     }
     let (parent, schema, encoder) = (parent.to_path_buf(), held[0].schema(), encoder.clone());
     let mut spiller = crate::tasks::blocking("starting a merge spill", move || {
-        Spiller::start(SpillDir::new(&parent)?, schema, encoder)
+        Spiller::start(SpillDir::new(&parent, "tarn-merge")?, schema, encoder)
     })
     .await?;
     for batch in held {
