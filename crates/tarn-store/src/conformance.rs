@@ -498,6 +498,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn tarns_local_store_conforms() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = Path::from_absolute_path(dir.path()).unwrap();
+        run_all(Arc::new(crate::LocalStore::new()), &prefix)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
     async fn wrappers_conform() {
         let counting = CountingStore::new(Arc::new(InMemory::new()) as Arc<dyn ObjectStore>);
         let counter = counting.counter();

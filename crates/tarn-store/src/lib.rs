@@ -14,6 +14,8 @@
 //!   stores (S3, GCS, Azure) opened here are hedged.
 //! - [`FaultStore`] injects seeded failures (before or after a request takes effect,
 //!   5xx, 409, timeouts, truncated reads, slow listings) on paths matching a pattern.
+//! - [`LocalStore`] is the local file system, with small ranged reads done on the
+//!   calling thread rather than tokio's blocking pool; [`open`] gives it for local paths.
 //! - [`CacheStore`] keeps byte ranges of immutable objects (data files, deletion vectors,
 //!   checkpoints, index objects) on local disk in fixed blocks, least recently used evicted
 //!   first within a size bound, shared safely by processes; what can change is never cached.
@@ -35,6 +37,7 @@ mod fault_rules;
 mod gate;
 mod hedge;
 mod latency;
+mod local;
 mod location;
 mod random;
 mod redact;
@@ -49,6 +52,7 @@ pub use fault_rules::{Fault, FaultOp, FaultRule, InjectedFault, is_injected};
 pub use gate::FaultGate;
 pub use hedge::{HedgePolicy, HedgedStore};
 pub use latency::{LatencyProfile, LatencyStore, OpLatency};
+pub use local::{INLINE_BYTES, LocalStore};
 pub use location::{ALLOWED_ROOTS, StoreLocation, StoreOptions, open, open_with_options};
 pub use random::SplitMix64;
 pub use redact::{REDACTED, is_secret_option, redact_url};

@@ -5,13 +5,13 @@ use std::path::{Component, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use url::Url;
 
 use crate::clouds::{Cloud, bucket_of, open_cloud};
 use crate::error::{Error, Result};
+use crate::local::LocalStore;
 use crate::redact::{REDACTED, is_secret_option, redact_url};
 
 /// Options for opening a store, on top of what the environment provides (`AWS_*` for S3,
@@ -341,11 +341,7 @@ fn open_local(raw: &str, path: PathBuf) -> Result<StoreLocation> {
     let root = Path::from_absolute_path(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
     let url = Url::from_directory_path(&normalised)
         .map_err(|()| invalid(raw, "not an absolute local path"))?;
-    Ok(StoreLocation::new(
-        url,
-        Arc::new(LocalFileSystem::new()),
-        root,
-    ))
+    Ok(StoreLocation::new(url, Arc::new(LocalStore::new()), root))
 }
 
 /// Resolves `.` and `..` lexically, so a root never names a parent through `..`.
