@@ -107,7 +107,7 @@ pub(crate) fn resolve(location: &StoreLocation, path: &str) -> Result<Path> {
 }
 
 /// [`resolve`] without following symbolic links.
-fn locate(location: &StoreLocation, path: &str) -> Result<Path> {
+pub(crate) fn locate(location: &StoreLocation, path: &str) -> Result<Path> {
     let resolved = object_of(location, path)?;
     if !location.contains(&resolved) {
         return Err(outside(location, path));

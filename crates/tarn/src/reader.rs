@@ -93,17 +93,31 @@ pub(crate) async fn open_data_file(
     add: &Add,
     caches: &Caches,
 ) -> crate::Result<DataFile> {
-    let path = paths::resolve(location, &add.path)?;
-    let errors = DataFileErrors::new(location, &add.path, &path);
-    let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
-    let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
-    // The column index's page bounds serve page pruning; both indexes sit just before the
-    // footer, usually within the bytes read for it.
-    let mut options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let path = paths::locate(location, &add.path)?;
     let key = path.to_string();
     // Kept with its Arrow schema: converting the schema again costs as much as reading
     // a small file's footer.
-    let metadata = match caches.footer(&key) {
+    let cached = caches.footer(&key);
+    // A kept footer's file was confined when the footer was read, and data files never
+    // change: following its links again would cost a lookup per path component.
+    let path = match cached {
+        Some(_) => path,
+        None => paths::confine_on_disk(location, &add.path, path)?,
+    };
+    let errors = DataFileErrors::new(location, &add.path, &path);
+    let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
+    let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
+    // The column index's page bounds serve page pruning, and the offset index lets a row
+    // selection fetch only its pages; both sit just before the footer. A file read whole
+    // holds about one page per column, where neither saves anything, and its footer is
+    // decoded and kept faster and smaller without them.
+    let page_index = if reader.read_whole() {
+        PageIndexPolicy::Skip
+    } else {
+        PageIndexPolicy::Optional
+    };
+    let mut options = ArrowReaderOptions::new().with_page_index_policy(page_index);
+    let metadata = match cached {
         Some(metadata) => metadata,
         None => {
             let mut loaded =
@@ -221,6 +235,11 @@ impl ObjectFileReader {
         }
     }
 
+    /// Whether the file is small enough to be fetched whole with its footer.
+    fn read_whole(&self) -> bool {
+        self.size.is_some_and(|size| size <= WHOLE_FILE_MAX)
+    }
+
     /// The bytes of `range` from the fetched whole file, if it was fetched.
     fn held_range(&self, range: &Range<u64>) -> Option<Result<Bytes>> {
         let whole = self.whole.as_ref()?;
@@ -290,15 +309,16 @@ impl AsyncFileReader for ObjectFileReader {
                 .with_arrow_reader_options(options)
                 .with_prefetch_hint(Some(FOOTER_HINT));
             let metadata = match self.size {
-                Some(size) if size <= WHOLE_FILE_MAX => {
+                Some(size) if self.read_whole() => {
+                    // A ranged read rather than a GET: one request either way, and a
+                    // local store serves a small one without a thread hand-off.
                     let whole = self
                         .store
-                        .get(&self.path)
+                        .get_ranges(&self.path, std::slice::from_ref(&(0..size)))
                         .await
                         .map_err(external)?
-                        .bytes()
-                        .await
-                        .map_err(external)?;
+                        .pop()
+                        .unwrap_or_default();
                     let metadata = reader.parse_and_finish(&whole)?;
                     self.whole = Some(whole);
                     metadata
@@ -330,5 +350,84 @@ impl MetadataSuffixFetch for &mut ObjectFileReader {
             result.bytes().await.map_err(external)
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use object_store::{ObjectStoreExt, PutPayload};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    /// A Parquet file of `rows` random-ish longs in pages of 1,000 rows, with its page
+    /// index, stored at `t/name` of `store`; returns its `add`.
+    async fn put_file(store: &Arc<dyn ObjectStore>, name: &str, rows: i64) -> Add {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let values = Int64Array::from_iter_values((0..rows).map(|i| i.wrapping_mul(0x9E37_79B9)));
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(values) as ArrayRef]).unwrap();
+        let props = WriterProperties::builder()
+            .set_data_page_row_count_limit(1_000)
+            .set_write_batch_size(1_000)
+            .build();
+        let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        let bytes = writer.into_inner().unwrap();
+        store
+            .put(
+                &Path::from(format!("t/{name}")),
+                PutPayload::from(bytes.clone()),
+            )
+            .await
+            .unwrap();
+        Add {
+            path: name.into(),
+            partition_values: Default::default(),
+            size: bytes.len() as i64,
+            modification_time: 0,
+            data_change: true,
+            stats: None,
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_read_whole_keeps_no_page_index_and_a_larger_one_does() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let location = StoreLocation::new(
+            url::Url::parse("memory:///t/").unwrap(),
+            Arc::clone(&store),
+            Path::from("t"),
+        );
+        let small = put_file(&store, "small.parquet", 10_000).await;
+        let large = put_file(&store, "large.parquet", 200_000).await;
+        assert!(small.size as u64 <= WHOLE_FILE_MAX);
+        assert!(large.size as u64 > WHOLE_FILE_MAX);
+        let caches = Caches::default();
+
+        let file = open_data_file(&location, &small, &caches).await.unwrap();
+        assert!(file.metadata.metadata().offset_index().is_none());
+        assert!(file.metadata.metadata().column_index().is_none());
+        // The whole file came with the footer: its columns need no other request.
+        assert!(file.reader.whole.is_some());
+
+        let file = open_data_file(&location, &large, &caches).await.unwrap();
+        let offsets = file.metadata.metadata().offset_index().unwrap();
+        assert_eq!(offsets[0][0].page_locations().len(), 200);
+
+        // Kept: opening the file again decodes no footer, even with the object gone.
+        store.delete(&Path::from("t/large.parquet")).await.unwrap();
+        let again = open_data_file(&location, &large, &caches).await.unwrap();
+        assert!(Arc::ptr_eq(
+            again.metadata.metadata(),
+            file.metadata.metadata()
+        ));
     }
 }
