@@ -10,7 +10,7 @@
 use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -28,8 +28,14 @@ pub(crate) trait StatsRows: Send + Sync + fmt::Debug {
 
 #[derive(Clone)]
 enum Repr {
-    Json(String),
-    Parsed { rows: Arc<dyn StatsRows>, row: u32 },
+    /// The text, and its `numRecords` once asked for: planning asks for it on every
+    /// query, and parsing the JSON (some 100 bytes a column) each time cost more than
+    /// the rest of planning a scan of many small files.
+    Json(String, OnceLock<Option<u64>>),
+    Parsed {
+        rows: Arc<dyn StatsRows>,
+        row: u32,
+    },
 }
 
 /// A file's statistics (`numRecords`, `minValues`, `maxValues`, `nullCount`,
@@ -51,7 +57,7 @@ impl Stats {
     /// from the typed values for those read from a checkpoint's `stats_parsed`.
     pub fn json(&self) -> Cow<'_, str> {
         match &self.0 {
-            Repr::Json(text) => Cow::Borrowed(text),
+            Repr::Json(text, _) => Cow::Borrowed(text),
             Repr::Parsed { rows, row } => {
                 Cow::Owned(rows.json(*row as usize).unwrap_or_else(|| "{}".into()))
             }
@@ -62,14 +68,14 @@ impl Stats {
     /// or malformed.
     pub fn num_records(&self) -> Option<u64> {
         match &self.0 {
-            Repr::Json(text) => {
+            Repr::Json(text, records) => *records.get_or_init(|| {
                 #[derive(Deserialize)]
                 struct Count {
                     #[serde(rename = "numRecords")]
                     num_records: Option<u64>,
                 }
                 serde_json::from_str::<Count>(text).ok()?.num_records
-            }
+            }),
             Repr::Parsed { rows, row } => rows.num_records(*row as usize),
         }
     }
@@ -77,7 +83,7 @@ impl Stats {
     /// The typed rows and the row these statistics are, when they came from `stats_parsed`.
     pub(crate) fn typed(&self) -> Option<(&Arc<dyn StatsRows>, usize)> {
         match &self.0 {
-            Repr::Json(_) => None,
+            Repr::Json(..) => None,
             Repr::Parsed { rows, row } => Some((rows, *row as usize)),
         }
     }
@@ -85,13 +91,13 @@ impl Stats {
 
 impl From<String> for Stats {
     fn from(json: String) -> Self {
-        Self(Repr::Json(json))
+        Self(Repr::Json(json, OnceLock::new()))
     }
 }
 
 impl From<&str> for Stats {
     fn from(json: &str) -> Self {
-        Self(Repr::Json(json.to_string()))
+        Self(Repr::Json(json.to_string(), OnceLock::new()))
     }
 }
 
