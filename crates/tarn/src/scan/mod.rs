@@ -467,13 +467,18 @@ impl Scan {
         let shares = file::shares_of(files.iter().map(|f| &f.add), cores);
         // Each file decodes on a task of its own: files in flight use every core; with
         // fewer files than cores, or one file much larger than the others, a file's row
-        // groups decode in several runs at once.
+        // groups decode in several runs at once. With one core to this stream (a part of
+        // a scan an engine runs on each core), a task would run on no other core: the
+        // file decodes where the stream is polled, saving a task, a channel and a
+        // wake-up per file, and its reads still overlap with the other files' in flight.
+        let spawn = cores > 1;
         let stream = futures::stream::iter(files.into_iter().zip(shares))
             .map(move |(file, shares)| {
-                crate::tasks::spawn_stream(
-                    "reading a data file",
-                    file::read_file(Arc::clone(&ctx), file, shares),
-                )
+                let read = file::read_file(Arc::clone(&ctx), file, shares);
+                match spawn || shares > 1 {
+                    true => crate::tasks::spawn_stream("reading a data file", read),
+                    false => futures::stream::once(read).try_flatten().boxed(),
+                }
             })
             .flatten_unordered(concurrency)
             .boxed();
