@@ -501,7 +501,7 @@ mod tests {
     async fn tarns_local_store_conforms() {
         let dir = tempfile::tempdir().unwrap();
         let prefix = Path::from_absolute_path(dir.path()).unwrap();
-        run_all(Arc::new(crate::LocalStore::new()), &prefix)
+        run_all(Arc::new(crate::LocalStore::new(dir.path())), &prefix)
             .await
             .unwrap();
     }

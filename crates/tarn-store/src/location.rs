@@ -341,7 +341,11 @@ fn open_local(raw: &str, path: PathBuf) -> Result<StoreLocation> {
     let root = Path::from_absolute_path(&normalised).map_err(|e| invalid(raw, &e.to_string()))?;
     let url = Url::from_directory_path(&normalised)
         .map_err(|()| invalid(raw, "not an absolute local path"))?;
-    Ok(StoreLocation::new(url, Arc::new(LocalStore::new()), root))
+    Ok(StoreLocation::new(
+        url,
+        Arc::new(LocalStore::new(&normalised)),
+        root,
+    ))
 }
 
 /// Resolves `.` and `..` lexically, so a root never names a parent through `..`.
