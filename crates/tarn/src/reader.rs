@@ -99,7 +99,9 @@ pub(crate) async fn open_data_file(
     // a small file's footer.
     let cached = caches.footer(&key);
     // A kept footer's file was confined when the footer was read, and data files never
-    // change: following its links again would cost a lookup per path component.
+    // change: following its links again would cost a lookup per path component. (A file
+    // replaced by a link while the handle lives is followed unchecked: that takes write
+    // access to the table's directory, which can change its rows anyway.)
     let path = match cached {
         Some(_) => path,
         None => paths::confine_on_disk(location, &add.path, path)?,
@@ -109,12 +111,12 @@ pub(crate) async fn open_data_file(
     let mut reader = ObjectFileReader::new(Arc::clone(location.store()), path.clone(), size);
     // The column index's page bounds serve page pruning, and the offset index lets a row
     // selection fetch only its pages; both sit just before the footer. A file read whole
-    // holds about one page per column, where neither saves anything, and its footer is
+    // whose row groups fit a page per column gains nothing from them, and its footer is
     // decoded and kept faster and smaller without them.
-    let page_index = if reader.read_whole() {
-        PageIndexPolicy::Skip
-    } else {
-        PageIndexPolicy::Optional
+    let whole = reader.read_whole();
+    let page_index = match whole {
+        true => PageIndexPolicy::Skip,
+        false => PageIndexPolicy::Optional,
     };
     let mut options = ArrowReaderOptions::new().with_page_index_policy(page_index);
     let metadata = match cached {
@@ -133,6 +135,22 @@ pub(crate) async fn open_data_file(
                             .map_err(|e| errors.error(e))?
                     }
                 };
+            let paged = loaded
+                .metadata()
+                .row_groups()
+                .iter()
+                .any(|group| group.num_rows() > PAGE_ROWS);
+            if whole && paged {
+                // From the bytes already held; without it, the scan reads every page.
+                let with_index = options
+                    .clone()
+                    .with_page_index_policy(PageIndexPolicy::Optional);
+                if let Ok(indexed) =
+                    ArrowReaderMetadata::load_async(&mut reader, with_index.clone()).await
+                {
+                    (loaded, options) = (indexed, with_index);
+                }
+            }
             if let Some(schema) = int96_as_microseconds(loaded.metadata(), loaded.schema()) {
                 loaded = ArrowReaderMetadata::try_new(
                     Arc::clone(loaded.metadata()),
@@ -209,6 +227,10 @@ fn micros_type(ty: &ArrowType) -> ArrowType {
 /// of most files arrive in one round trip.
 pub(crate) const FOOTER_HINT: usize = 64 * 1024;
 
+/// Rows a data page holds at most, as Tarn writes them (parquet-rs and parquet-mr write
+/// 20,000): a small file's row group of more rows has pages worth its page index.
+const PAGE_ROWS: i64 = 16 * 1024;
+
 /// A Parquet file in an object store. With the size known (from the `add` action) the
 /// footer is fetched with one ranged GET and no HEAD.
 #[derive(Debug, Clone)]
@@ -223,7 +245,9 @@ pub(crate) struct ObjectFileReader {
 
 /// Files up to this size are read whole with one GET instead of footer then data: a
 /// round trip costs more than the transfer of the columns not needed.
-const WHOLE_FILE_MAX: u64 = 512 * 1024;
+/// As large as the local store reads on the calling thread, so a small file costs it no
+/// thread hand-off.
+const WHOLE_FILE_MAX: u64 = tarn_store::INLINE_BYTES;
 
 impl ObjectFileReader {
     pub(crate) fn new(store: Arc<dyn ObjectStore>, path: Path, size: Option<u64>) -> Self {
@@ -305,26 +329,25 @@ impl AsyncFileReader for ObjectFileReader {
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, Result<Arc<ParquetMetaData>>> {
         let load = async move {
-            let reader = ParquetMetaDataReader::new()
-                .with_arrow_reader_options(options)
-                .with_prefetch_hint(Some(FOOTER_HINT));
+            let reader = || {
+                ParquetMetaDataReader::new()
+                    .with_arrow_reader_options(options)
+                    .with_prefetch_hint(Some(FOOTER_HINT))
+            };
             let metadata = match self.size {
                 Some(size) if self.read_whole() => {
-                    // A ranged read rather than a GET: one request either way, and a
-                    // local store serves a small one without a thread hand-off.
-                    let whole = self
-                        .store
-                        .get_ranges(&self.path, std::slice::from_ref(&(0..size)))
-                        .await
-                        .map_err(external)?
-                        .pop()
-                        .unwrap_or_default();
-                    let metadata = reader.parse_and_finish(&whole)?;
+                    let (whole, metadata) = match self.whole.clone() {
+                        Some(whole) => {
+                            let metadata = reader().parse_and_finish(&whole)?;
+                            (whole, metadata)
+                        }
+                        None => self.fetch_whole(size, reader).await?,
+                    };
                     self.whole = Some(whole);
                     metadata
                 }
-                Some(size) => reader.load_and_finish(self, size).await?,
-                None => reader.load_via_suffix_and_finish(self).await?,
+                Some(size) => reader().load_and_finish(self, size).await?,
+                None => reader().load_via_suffix_and_finish(self).await?,
             };
             Ok(Arc::new(metadata))
         };
@@ -332,6 +355,43 @@ impl AsyncFileReader for ObjectFileReader {
             .catch_unwind()
             .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))))
             .boxed()
+    }
+}
+
+impl ObjectFileReader {
+    /// The whole file of `size` bytes (as the log says) and its footer. A ranged read
+    /// rather than a GET: one request either way, and a local store serves a small one
+    /// without a thread hand-off. When the log's size is wrong (the read fails, or its
+    /// bytes end in no footer), the object is fetched as it is, as a GET always did.
+    async fn fetch_whole(
+        &self,
+        size: u64,
+        reader: impl Fn() -> ParquetMetaDataReader,
+    ) -> Result<(Bytes, ParquetMetaData)> {
+        let ranged = self
+            .store
+            .get_ranges(&self.path, std::slice::from_ref(&(0..size)))
+            .await;
+        match ranged {
+            Ok(mut bytes) => {
+                let whole = bytes.pop().unwrap_or_default();
+                if let Ok(metadata) = reader().parse_and_finish(&whole) {
+                    return Ok((whole, metadata));
+                }
+            }
+            Err(e @ object_store::Error::NotFound { .. }) => return Err(external(e)),
+            Err(_) => {}
+        }
+        let whole = self
+            .store
+            .get(&self.path)
+            .await
+            .map_err(external)?
+            .bytes()
+            .await
+            .map_err(external)?;
+        let metadata = reader().parse_and_finish(&whole)?;
+        Ok((whole, metadata))
     }
 }
 
@@ -399,7 +459,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_file_read_whole_keeps_no_page_index_and_a_larger_one_does() {
+    async fn a_file_read_whole_keeps_no_page_index_unless_its_pages_can_be_pruned() {
         let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
         let location = StoreLocation::new(
             url::Url::parse("memory:///t/").unwrap(),
@@ -407,6 +467,8 @@ mod tests {
             Path::from("t"),
         );
         let small = put_file(&store, "small.parquet", 10_000).await;
+        let paged = put_file(&store, "paged.parquet", 40_000).await;
+        assert!(paged.size as u64 <= WHOLE_FILE_MAX);
         let large = put_file(&store, "large.parquet", 200_000).await;
         assert!(small.size as u64 <= WHOLE_FILE_MAX);
         assert!(large.size as u64 > WHOLE_FILE_MAX);
@@ -417,6 +479,11 @@ mod tests {
         assert!(file.metadata.metadata().column_index().is_none());
         // The whole file came with the footer: its columns need no other request.
         assert!(file.reader.whole.is_some());
+
+        // Small, but a row group of more rows than a page: its pages can be pruned.
+        let file = open_data_file(&location, &paged, &caches).await.unwrap();
+        let offsets = file.metadata.metadata().offset_index().unwrap();
+        assert_eq!(offsets[0][0].page_locations().len(), 40);
 
         let file = open_data_file(&location, &large, &caches).await.unwrap();
         let offsets = file.metadata.metadata().offset_index().unwrap();
@@ -429,5 +496,26 @@ mod tests {
             again.metadata.metadata(),
             file.metadata.metadata()
         ));
+    }
+
+    #[tokio::test]
+    async fn a_small_file_whose_logged_size_is_wrong_is_still_read() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let location = StoreLocation::new(
+            url::Url::parse("memory:///t/").unwrap(),
+            Arc::clone(&store),
+            Path::from("t"),
+        );
+        let add = put_file(&store, "small.parquet", 1_000).await;
+        for size in [add.size - 100, add.size + 100] {
+            let wrong = Add {
+                size,
+                ..add.clone()
+            };
+            let file = open_data_file(&location, &wrong, &Caches::default())
+                .await
+                .unwrap();
+            assert_eq!(file.metadata.metadata().file_metadata().num_rows(), 1_000);
+        }
     }
 }

@@ -470,14 +470,28 @@ impl Scan {
         // groups decode in several runs at once. With one core to this stream (a part of
         // a scan an engine runs on each core), a task would run on no other core: the
         // file decodes where the stream is polled, saving a task, a channel and a
-        // wake-up per file, and its reads still overlap with the other files' in flight.
+        // wake-up per file. Reads that wait (a cloud store's) still overlap with the
+        // other files' in flight; a panic is the file's error, as a task's would be.
         let spawn = cores > 1;
         let stream = futures::stream::iter(files.into_iter().zip(shares))
             .map(move |(file, shares)| {
+                let path = file.add.path.clone();
                 let read = file::read_file(Arc::clone(&ctx), file, shares);
                 match spawn || shares > 1 {
                     true => crate::tasks::spawn_stream("reading a data file", read),
-                    false => futures::stream::once(read).try_flatten().boxed(),
+                    false => {
+                        std::panic::AssertUnwindSafe(futures::stream::once(read).try_flatten())
+                            .catch_unwind()
+                            .map(move |item| {
+                                item.unwrap_or_else(|panic| {
+                                    Err(Error::Parquet {
+                                        path: path.clone(),
+                                        source: crate::reader::decoder_panic(&panic),
+                                    })
+                                })
+                            })
+                            .boxed()
+                    }
                 }
             })
             .flatten_unordered(concurrency)
