@@ -14,8 +14,9 @@
 //!   stores (S3, GCS, Azure) opened here are hedged.
 //! - [`FaultStore`] injects seeded failures (before or after a request takes effect,
 //!   5xx, 409, timeouts, truncated reads, slow listings) on paths matching a pattern.
-//! - [`LocalStore`] is the local file system, with small ranged reads done on the
-//!   calling thread rather than tokio's blocking pool; [`open`] gives it for local paths.
+//! - [`LocalStore`] is the local file system, with small ranged reads of cached data on
+//!   a local disk done on the calling thread rather than tokio's blocking pool; [`open`]
+//!   gives it for local paths.
 //! - [`CacheStore`] keeps byte ranges of immutable objects (data files, deletion vectors,
 //!   checkpoints, index objects) on local disk in fixed blocks, least recently used evicted
 //!   first within a size bound, shared safely by processes; what can change is never cached.
