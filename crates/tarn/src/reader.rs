@@ -264,6 +264,41 @@ impl ObjectFileReader {
         self.size.is_some_and(|size| size <= WHOLE_FILE_MAX)
     }
 
+    /// The whole file of `size` bytes (as the log says) and its footer. A ranged read
+    /// rather than a GET: one request either way, and a local store serves a small one
+    /// without a thread hand-off. When the log's size is wrong (the read fails, or its
+    /// bytes end in no footer), the object is fetched as it is, as a GET always did.
+    async fn fetch_whole(
+        &self,
+        size: u64,
+        reader: impl Fn() -> ParquetMetaDataReader,
+    ) -> Result<(Bytes, ParquetMetaData)> {
+        let ranged = self
+            .store
+            .get_ranges(&self.path, std::slice::from_ref(&(0..size)))
+            .await;
+        match ranged {
+            Ok(mut bytes) => {
+                let whole = bytes.pop().unwrap_or_default();
+                if let Ok(metadata) = reader().parse_and_finish(&whole) {
+                    return Ok((whole, metadata));
+                }
+            }
+            Err(e @ object_store::Error::NotFound { .. }) => return Err(external(e)),
+            Err(_) => {}
+        }
+        let whole = self
+            .store
+            .get(&self.path)
+            .await
+            .map_err(external)?
+            .bytes()
+            .await
+            .map_err(external)?;
+        let metadata = reader().parse_and_finish(&whole)?;
+        Ok((whole, metadata))
+    }
+
     /// The bytes of `range` from the fetched whole file, if it was fetched.
     fn held_range(&self, range: &Range<u64>) -> Option<Result<Bytes>> {
         let whole = self.whole.as_ref()?;
@@ -358,43 +393,6 @@ impl AsyncFileReader for ObjectFileReader {
     }
 }
 
-impl ObjectFileReader {
-    /// The whole file of `size` bytes (as the log says) and its footer. A ranged read
-    /// rather than a GET: one request either way, and a local store serves a small one
-    /// without a thread hand-off. When the log's size is wrong (the read fails, or its
-    /// bytes end in no footer), the object is fetched as it is, as a GET always did.
-    async fn fetch_whole(
-        &self,
-        size: u64,
-        reader: impl Fn() -> ParquetMetaDataReader,
-    ) -> Result<(Bytes, ParquetMetaData)> {
-        let ranged = self
-            .store
-            .get_ranges(&self.path, std::slice::from_ref(&(0..size)))
-            .await;
-        match ranged {
-            Ok(mut bytes) => {
-                let whole = bytes.pop().unwrap_or_default();
-                if let Ok(metadata) = reader().parse_and_finish(&whole) {
-                    return Ok((whole, metadata));
-                }
-            }
-            Err(e @ object_store::Error::NotFound { .. }) => return Err(external(e)),
-            Err(_) => {}
-        }
-        let whole = self
-            .store
-            .get(&self.path)
-            .await
-            .map_err(external)?
-            .bytes()
-            .await
-            .map_err(external)?;
-        let metadata = reader().parse_and_finish(&whole)?;
-        Ok((whole, metadata))
-    }
-}
-
 impl MetadataSuffixFetch for &mut ObjectFileReader {
     fn fetch_suffix(&mut self, suffix: usize) -> BoxFuture<'_, Result<Bytes>> {
         let options = GetOptions {
@@ -414,13 +412,35 @@ impl MetadataSuffixFetch for &mut ObjectFileReader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow::array::{ArrayRef, Int64Array, RecordBatch};
     use arrow::datatypes::{DataType, Field, Schema};
     use object_store::{ObjectStoreExt, PutPayload};
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
+
+    /// Stores `bytes` at `t/name` of `store` and returns the plain `add` of that file.
+    pub(crate) async fn put_add(store: &Arc<dyn ObjectStore>, name: &str, bytes: Vec<u8>) -> Add {
+        let size = bytes.len() as i64;
+        store
+            .put(&Path::from(format!("t/{name}")), PutPayload::from(bytes))
+            .await
+            .unwrap();
+        Add {
+            path: name.into(),
+            partition_values: Default::default(),
+            size,
+            modification_time: 0,
+            data_change: true,
+            stats: None,
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        }
+    }
 
     /// A Parquet file of `rows` random-ish longs in pages of 1,000 rows, with its page
     /// index, stored at `t/name` of `store`; returns its `add`.
@@ -435,27 +455,7 @@ mod tests {
             .build();
         let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props)).unwrap();
         writer.write(&batch).unwrap();
-        let bytes = writer.into_inner().unwrap();
-        store
-            .put(
-                &Path::from(format!("t/{name}")),
-                PutPayload::from(bytes.clone()),
-            )
-            .await
-            .unwrap();
-        Add {
-            path: name.into(),
-            partition_values: Default::default(),
-            size: bytes.len() as i64,
-            modification_time: 0,
-            data_change: true,
-            stats: None,
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        }
+        put_add(store, name, writer.into_inner().unwrap()).await
     }
 
     #[tokio::test]

@@ -100,14 +100,14 @@ mod tests {
     use arrow::array::{BinaryArray, Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::DataType as ArrowType;
     use futures::TryStreamExt;
+    use object_store::ObjectStore;
     use object_store::path::Path;
-    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
     use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
     use tarn_store::StoreLocation;
 
     use crate::cache::Caches;
-    use crate::protocol::Add;
     use crate::reader::open_data_file;
+    use crate::reader::tests::put_add;
 
     /// The columns at the view roots decode straight into views; the others, and a root
     /// that is no string or binary, as written.
@@ -142,26 +142,7 @@ mod tests {
             Arc::clone(&store),
             Path::from("t"),
         );
-        store
-            .put(
-                &Path::from("t/part-0.parquet"),
-                PutPayload::from(bytes.clone()),
-            )
-            .await
-            .unwrap();
-        let add = Add {
-            path: "part-0.parquet".into(),
-            partition_values: Default::default(),
-            size: bytes.len() as i64,
-            modification_time: 0,
-            data_change: true,
-            stats: None,
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        };
+        let add = put_add(&store, "part-0.parquet", bytes).await;
         let file = open_data_file(&location, &add, &Caches::default())
             .await
             .unwrap();
