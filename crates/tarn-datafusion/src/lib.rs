@@ -37,6 +37,7 @@ mod merge;
 mod provider;
 mod scan;
 mod search;
+mod selectivity;
 mod shared;
 mod statistics;
 mod travel;

@@ -21,6 +21,7 @@ use crate::dynamic::PartitionKey;
 use crate::expr::to_tarn;
 use crate::merge::SqlMerge;
 use crate::scan::TarnScanExec;
+use crate::selectivity;
 use crate::shared::SharedTable;
 use crate::to_datafusion;
 
@@ -246,10 +247,19 @@ impl TableProvider for TarnTableProvider {
         }
         let plan = scan.plan().await.map_err(to_datafusion)?;
         let parts = state.config().target_partitions();
-        let mut columns = match self.table_statistics(&snapshot) {
+        let statistics = self.table_statistics(&snapshot);
+        let mut columns = match &statistics {
             Some(statistics) => statistics.column_statistics.clone(),
             None => Statistics::unknown_column(&self.schema),
         };
+        let partitions = partition_keys(&snapshot);
+        let selectivity = predicate.is_some().then(|| {
+            let names: Vec<String> = partitions.iter().map(|p| p.name.clone()).collect();
+            let rows = statistics
+                .as_ref()
+                .and_then(|s| s.num_rows.get_value().copied());
+            selectivity::of(state, &self.schema, &columns, rows, &names, filters)
+        });
         if let Some(projection) = projection {
             columns = projection.iter().map(|i| columns[*i].clone()).collect();
         }
@@ -257,10 +267,11 @@ impl TableProvider for TarnTableProvider {
             scan,
             plan,
             predicate.map(|p| p.to_string()),
+            selectivity,
             limit,
             parts,
             columns,
-            partition_keys(&snapshot),
+            partitions,
         )))
     }
 

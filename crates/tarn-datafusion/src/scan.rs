@@ -28,6 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 use tarn::{Scan, ScanPlan};
 
 use crate::dynamic::{self, PartitionKey};
+use crate::selectivity::Selectivity;
 use crate::to_datafusion;
 
 /// A planned Tarn scan as a DataFusion leaf.
@@ -52,11 +53,14 @@ pub(crate) struct TarnScanExec {
 }
 
 impl TarnScanExec {
-    /// A scan of `plan`'s files (made by `scan`) in up to `parts` output partitions.
+    /// A scan of `plan`'s files (made by `scan`) in up to `parts` output partitions;
+    /// `selectivity` estimates what the predicate keeps of them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         scan: Scan,
         plan: ScanPlan,
         predicate: Option<String>,
+        selectivity: Option<Selectivity>,
         limit: Option<usize>,
         parts: usize,
         columns: Vec<ColumnStatistics>,
@@ -71,9 +75,11 @@ impl TarnScanExec {
             .sum();
         let rows = match (live, &predicate, limit) {
             (Some(rows), None, None) => Precision::Exact(rows),
-            // Each part applies the limit: DataFusion's own limit above makes it exact.
-            (Some(rows), None, Some(limit)) => Precision::Inexact(rows.min(limit)),
-            (Some(rows), _, _) => Precision::Inexact(rows),
+            (Some(rows), _, limit) => {
+                let kept = selectivity.map_or(rows, |s| s.rows(rows));
+                // Each part applies the limit: DataFusion's own limit above makes it exact.
+                Precision::Inexact(kept.min(limit.unwrap_or(usize::MAX)))
+            }
             (None, _, _) => Precision::Absent,
         };
         // The table's bounds still bound part of it, and its null counts exceed a part's.

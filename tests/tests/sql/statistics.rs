@@ -1,5 +1,6 @@
 //! The log's statistics reach DataFusion's planner: live rows, and per column bounds and
-//! null counts, exact only where they are (so an aggregate answered from them is right).
+//! null counts, exact only where they are (so an aggregate answered from them is right);
+//! a filtered scan estimates the rows its filters keep.
 
 use std::sync::Arc;
 
@@ -7,6 +8,8 @@ use arrow::util::pretty::pretty_format_batches;
 use datafusion::catalog::TableProvider;
 use datafusion::common::ScalarValue;
 use datafusion::common::stats::Precision;
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+use datafusion::prelude::SessionContext;
 use tarn::Table;
 use tarn_tests::fixtures::{sales_batch, sales_schema};
 
@@ -78,4 +81,88 @@ async fn deletion_vectors_make_bounds_and_null_counts_inexact() {
     let explained = run(&ctx, "EXPLAIN SELECT max(id) FROM t").await;
     let text = pretty_format_batches(&explained).unwrap().to_string();
     assert!(text.contains("TarnScanExec"), "{text}");
+}
+
+/// The row count the one Tarn scan in `sql`'s physical plan reports to the planner.
+async fn scan_rows(ctx: &SessionContext, sql: &str) -> Precision<usize> {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let mut pending = vec![plan];
+    while let Some(node) = pending.pop() {
+        if node.name() == "TarnScanExec" {
+            let context = StatisticsContext::new();
+            return context
+                .compute(node.as_ref(), &StatisticsArgs::new())
+                .unwrap()
+                .num_rows;
+        }
+        pending.extend(node.children().into_iter().cloned());
+    }
+    panic!("no Tarn scan in the plan of {sql}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filtered_scan_estimates_the_rows_its_filters_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().to_str().unwrap())
+        .with_arrow_schema(&sales_schema())
+        .with_partition_columns(["country"])
+        .execute()
+        .await
+        .unwrap();
+    table.append([sales_batch(0, 200)]).await.unwrap();
+    table.append([sales_batch(200, 400)]).await.unwrap();
+    let (ctx, _) = session(table);
+    let cases = [
+        // No filter: the log's count.
+        ("SELECT id FROM t", Precision::Exact(400)),
+        // Interval analysis over the bounds 0..=399.
+        ("SELECT id FROM t WHERE id < 100", Precision::Inexact(100)),
+        // Strings cannot be analysed: DataFusion's default selectivity, 20%.
+        (
+            "SELECT id FROM t WHERE customer = 'customer-3'",
+            Precision::Inexact(80),
+        ),
+        // Each equality or IN list counts: 400 x 0.2 x 0.2...
+        (
+            "SELECT id FROM t WHERE customer = 'customer-3' AND customer IN ('customer-3', \
+             'customer-4')",
+            Precision::Inexact(16),
+        ),
+        // ... other conjuncts count once together, with the equalities.
+        (
+            "SELECT id FROM t WHERE customer = 'customer-3' AND customer < 'customer-5' \
+             AND customer > 'customer-0'",
+            Precision::Inexact(16),
+        ),
+        // Null counts: every 13th customer is null, 31 of 400.
+        (
+            "SELECT id FROM t WHERE customer IS NULL",
+            Precision::Inexact(31),
+        ),
+        // A partition value: the files the plan kept hold 80 rows.
+        (
+            "SELECT id FROM t WHERE country = 'NL'",
+            Precision::Inexact(80),
+        ),
+        // The smaller of the plan's rows and the analysis's, then 20% of it: the plan
+        // keeps the first append's NL file (40 rows), the analysis half the table...
+        (
+            "SELECT id FROM t WHERE country = 'NL' AND id < 200 AND customer = 'customer-3'",
+            Precision::Inexact(8),
+        ),
+        // ... or a twentieth of it, 20 rows.
+        (
+            "SELECT id FROM t WHERE country = 'NL' AND id < 20 AND customer = 'customer-3'",
+            Precision::Inexact(4),
+        ),
+    ];
+    for (sql, rows) in cases {
+        assert_eq!(scan_rows(&ctx, sql).await, rows, "{sql}");
+    }
 }
