@@ -40,7 +40,8 @@ pub(crate) struct TarnScanExec {
     /// What EXPLAIN shows of the predicate pushed into the scan.
     predicate: Option<String>,
     limit: Option<usize>,
-    /// Rows the planned files hold, exactly when no predicate narrows them.
+    /// Rows the planned files hold, exactly when no predicate narrows them; with one,
+    /// an estimate of those it keeps.
     rows: Precision<usize>,
     /// The projected columns' statistics, exact only for a scan of every row.
     columns: Vec<ColumnStatistics>,
@@ -85,7 +86,19 @@ impl TarnScanExec {
         // The table's bounds still bound part of it, and its null counts exceed a part's.
         let columns = match rows {
             Precision::Exact(_) => columns,
-            _ => columns.into_iter().map(|c| c.to_inexact()).collect(),
+            _ => columns
+                .into_iter()
+                .map(|c| {
+                    let mut c = c.to_inexact();
+                    // No more nulls than rows: an estimate below the table's null count.
+                    if let (Some(nulls), Some(rows)) = (c.null_count.get_value(), rows.get_value())
+                        && nulls > rows
+                    {
+                        c.null_count = Precision::Inexact(*rows);
+                    }
+                    c
+                })
+                .collect(),
         };
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),

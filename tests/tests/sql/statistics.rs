@@ -128,13 +128,20 @@ async fn a_filtered_scan_estimates_the_rows_its_filters_keep() {
             "SELECT id FROM t WHERE customer = 'customer-3'",
             Precision::Inexact(80),
         ),
-        // Each equality or IN list counts: 400 x 0.2 x 0.2...
+        // The default counts once per equality or IN list (short ones, which DataFusion
+        // rewrites as ORs, and long ones), and once for the other conjuncts together:
+        // 400 x 0.2 x 0.2 x 0.2...
         (
             "SELECT id FROM t WHERE customer = 'customer-3' AND customer IN ('customer-3', \
-             'customer-4')",
-            Precision::Inexact(16),
+             'customer-4') AND customer > 'customer-0'",
+            Precision::Inexact(3),
         ),
-        // ... other conjuncts count once together, with the equalities.
+        (
+            "SELECT id FROM t WHERE customer = 'customer-3' AND customer IN ('customer-1', \
+             'customer-2', 'customer-3', 'customer-4') AND customer > 'customer-0'",
+            Precision::Inexact(3),
+        ),
+        // ... so two ranges count as one: 400 x 0.2 x 0.2.
         (
             "SELECT id FROM t WHERE customer = 'customer-3' AND customer < 'customer-5' \
              AND customer > 'customer-0'",
@@ -149,6 +156,16 @@ async fn a_filtered_scan_estimates_the_rows_its_filters_keep() {
         (
             "SELECT id FROM t WHERE country = 'NL'",
             Precision::Inexact(80),
+        ),
+        // The null partition's files hold the 80 null rows, counted once, not twice.
+        (
+            "SELECT id FROM t WHERE country IS NULL",
+            Precision::Inexact(80),
+        ),
+        // A limit bounds the estimate.
+        (
+            "SELECT id FROM t WHERE id < 100 LIMIT 10",
+            Precision::Inexact(10),
         ),
         // The smaller of the plan's rows and the analysis's, then 20% of it: the plan
         // keeps the first append's NL file (40 rows), the analysis half the table...
