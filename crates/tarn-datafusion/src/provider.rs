@@ -254,11 +254,10 @@ impl TableProvider for TarnTableProvider {
         };
         let partitions = partition_keys(&snapshot);
         let selectivity = predicate.is_some().then(|| {
-            let names: Vec<String> = partitions.iter().map(|p| p.name.clone()).collect();
             let rows = statistics
                 .as_ref()
                 .and_then(|s| s.num_rows.get_value().copied());
-            selectivity::of(state, &self.schema, &columns, rows, &names, filters)
+            selectivity::of(state, &self.schema, &columns, rows, &partitions, filters)
         });
         if let Some(projection) = projection {
             columns = projection.iter().map(|i| columns[*i].clone()).collect();

@@ -84,21 +84,18 @@ impl TarnScanExec {
             (None, _, _) => Precision::Absent,
         };
         // The table's bounds still bound part of it, and its null counts exceed a part's.
+        // An estimate of rows also bounds the null counts.
         let columns = match rows {
             Precision::Exact(_) => columns,
-            _ => columns
+            Precision::Inexact(_) => columns
                 .into_iter()
                 .map(|c| {
                     let mut c = c.to_inexact();
-                    // No more nulls than rows: an estimate below the table's null count.
-                    if let (Some(nulls), Some(rows)) = (c.null_count.get_value(), rows.get_value())
-                        && nulls > rows
-                    {
-                        c.null_count = Precision::Inexact(*rows);
-                    }
+                    c.null_count = c.null_count.min(&rows);
                     c
                 })
                 .collect(),
+            Precision::Absent => columns.into_iter().map(|c| c.to_inexact()).collect(),
         };
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&schema)),

@@ -3,6 +3,8 @@
 //! count; without this, a dimension filtered down to a few rows looks as large as the
 //! whole table and DataFusion repartitions the fact table to join it.
 
+use std::sync::Arc;
+
 use arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::{Column, ColumnStatistics, DFSchema};
@@ -11,7 +13,8 @@ use datafusion::logical_expr::{Expr, Operator};
 use datafusion::physical_expr::expressions::BinaryExpr;
 use datafusion::physical_expr::intervals::utils::check_support;
 use datafusion::physical_expr::{AnalysisContext, ExprBoundaries, PhysicalExpr, analyze};
-use std::sync::Arc;
+
+use crate::dynamic::PartitionKey;
 
 /// What share of a table's rows a scan's filters keep: a share of the whole table, which
 /// the plan's files also bound, and a share of what is left.
@@ -60,7 +63,7 @@ pub(crate) fn of(
     schema: &SchemaRef,
     columns: &[ColumnStatistics],
     table_rows: Option<usize>,
-    partitions: &[String],
+    partitions: &[PartitionKey],
     filters: &[Expr],
 ) -> Selectivity {
     let mut selectivity = Selectivity {
@@ -188,7 +191,10 @@ fn pinned_column(conjunct: &Expr) -> Option<&Column> {
 }
 
 /// Whether `conjunct` reads partition columns and nothing else.
-fn on_partitions_only(conjunct: &Expr, partitions: &[String]) -> bool {
+fn on_partitions_only(conjunct: &Expr, partitions: &[PartitionKey]) -> bool {
     let columns = conjunct.column_refs();
-    !columns.is_empty() && columns.iter().all(|c| partitions.contains(&c.name))
+    !columns.is_empty()
+        && columns
+            .iter()
+            .all(|c| partitions.iter().any(|p| p.name == c.name))
 }

@@ -15,10 +15,10 @@ use tarn_tests::fixtures::{sales_batch, sales_schema};
 
 use super::{run, sales, session};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn statistics_are_exact_without_deletion_vectors() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
+/// A sales table at `dir`, partitioned by country, holding ids 0..200 and 200..400 from
+/// two appends (so each country has two files).
+async fn two_appends(dir: &std::path::Path) -> Table {
+    let mut table = Table::create(dir.to_str().unwrap())
         .with_arrow_schema(&sales_schema())
         .with_partition_columns(["country"])
         .execute()
@@ -26,6 +26,13 @@ async fn statistics_are_exact_without_deletion_vectors() {
         .unwrap();
     table.append([sales_batch(0, 200)]).await.unwrap();
     table.append([sales_batch(200, 400)]).await.unwrap();
+    table
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statistics_are_exact_without_deletion_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = two_appends(dir.path()).await;
     let (ctx, provider) = session(table);
     let statistics = provider.statistics().unwrap();
     assert_eq!(statistics.num_rows, Precision::Exact(400));
@@ -109,14 +116,7 @@ async fn scan_rows(ctx: &SessionContext, sql: &str) -> Precision<usize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filtered_scan_estimates_the_rows_its_filters_keep() {
     let dir = tempfile::tempdir().unwrap();
-    let mut table = Table::create(dir.path().to_str().unwrap())
-        .with_arrow_schema(&sales_schema())
-        .with_partition_columns(["country"])
-        .execute()
-        .await
-        .unwrap();
-    table.append([sales_batch(0, 200)]).await.unwrap();
-    table.append([sales_batch(200, 400)]).await.unwrap();
+    let table = two_appends(dir.path()).await;
     let (ctx, _) = session(table);
     let cases = [
         // No filter: the log's count.
