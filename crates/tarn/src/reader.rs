@@ -421,6 +421,17 @@ pub(crate) mod tests {
     use parquet::file::properties::WriterProperties;
 
     /// Stores `bytes` at `t/name` of `store` and returns the plain `add` of that file.
+    /// An in-memory store and a table location `t/` in it.
+    pub(crate) fn memory_table() -> (Arc<dyn ObjectStore>, StoreLocation) {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let location = StoreLocation::new(
+            url::Url::parse("memory:///t/").unwrap(),
+            Arc::clone(&store),
+            Path::from("t"),
+        );
+        (store, location)
+    }
+
     pub(crate) async fn put_add(store: &Arc<dyn ObjectStore>, name: &str, bytes: Vec<u8>) -> Add {
         let size = bytes.len() as i64;
         store
@@ -460,12 +471,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_file_read_whole_keeps_no_page_index_unless_its_pages_can_be_pruned() {
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-        let location = StoreLocation::new(
-            url::Url::parse("memory:///t/").unwrap(),
-            Arc::clone(&store),
-            Path::from("t"),
-        );
+        let (store, location) = memory_table();
         let small = put_file(&store, "small.parquet", 10_000).await;
         let paged = put_file(&store, "paged.parquet", 40_000).await;
         assert!(paged.size as u64 <= WHOLE_FILE_MAX);
@@ -500,12 +506,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_small_file_whose_logged_size_is_wrong_is_still_read() {
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-        let location = StoreLocation::new(
-            url::Url::parse("memory:///t/").unwrap(),
-            Arc::clone(&store),
-            Path::from("t"),
-        );
+        let (store, location) = memory_table();
         let add = put_file(&store, "small.parquet", 1_000).await;
         for size in [add.size - 100, add.size + 100] {
             let wrong = Add {

@@ -100,14 +100,11 @@ mod tests {
     use arrow::array::{BinaryArray, Int64Array, RecordBatch, StringArray};
     use arrow::datatypes::DataType as ArrowType;
     use futures::TryStreamExt;
-    use object_store::ObjectStore;
-    use object_store::path::Path;
     use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
-    use tarn_store::StoreLocation;
 
     use crate::cache::Caches;
     use crate::reader::open_data_file;
-    use crate::reader::tests::put_add;
+    use crate::reader::tests::{memory_table, put_add};
 
     /// The columns at the view roots decode straight into views; the others, and a root
     /// that is no string or binary, as written.
@@ -136,12 +133,7 @@ mod tests {
         writer.write(&batch).unwrap();
         let bytes = writer.into_inner().unwrap();
 
-        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
-        let location = StoreLocation::new(
-            url::Url::parse("memory:///t/").unwrap(),
-            Arc::clone(&store),
-            Path::from("t"),
-        );
+        let (store, location) = memory_table();
         let add = put_add(&store, "part-0.parquet", bytes).await;
         let file = open_data_file(&location, &add, &Caches::default())
             .await
