@@ -179,11 +179,11 @@ pub(crate) fn confine_on_disk(
     Ok(resolved)
 }
 
-/// The full URL of an object of the table's store, for messages: the location's scheme
-/// and authority with the object's path (`file:///data/t/part-0.parquet`,
-/// `s3://bucket/t/part-0.parquet`).
-pub(crate) fn object_url(location: &StoreLocation, path: &Path) -> String {
-    let mut url = location.url().clone();
+/// The full URL of an object of the table's store (at `table`), for messages: the
+/// location's scheme and authority with the object's path
+/// (`file:///data/t/part-0.parquet`, `s3://bucket/t/part-0.parquet`).
+pub(crate) fn url_of(table: &Url, path: &Path) -> String {
+    let mut url = table.clone();
     url.set_path(&format!("/{path}"));
     url.to_string()
 }

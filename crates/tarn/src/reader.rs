@@ -42,17 +42,25 @@ pub(crate) struct DataFile {
 /// [`crate::Error::DataFileNotFound`] naming the table-relative and the full path; any
 /// other failure is [`crate::Error::Parquet`] naming the full path.
 #[derive(Debug, Clone)]
-pub(crate) struct DataFileErrors {
+pub(crate) struct DataFileErrors(Arc<FileNames>);
+
+/// What [`DataFileErrors`] names a file by; its full URL is built only for a message.
+#[derive(Debug)]
+struct FileNames {
     file: String,
-    url: String,
+    table: url::Url,
+    path: Path,
+    url: std::sync::OnceLock<String>,
 }
 
 impl DataFileErrors {
     fn new(location: &StoreLocation, file: &str, path: &Path) -> Self {
-        Self {
+        Self(Arc::new(FileNames {
             file: file.to_string(),
-            url: paths::object_url(location, path),
-        }
+            table: location.url().clone(),
+            path: path.clone(),
+            url: std::sync::OnceLock::new(),
+        }))
     }
 
     /// The typed error for `error` on this file.
@@ -64,19 +72,21 @@ impl DataFileErrors {
         );
         if missing {
             return crate::Error::DataFileNotFound {
-                file: self.file.clone(),
-                url: self.url.clone(),
+                file: self.0.file.clone(),
+                url: self.url().to_string(),
             };
         }
         crate::Error::Parquet {
-            path: self.url.clone(),
+            path: self.url().to_string(),
             source: error,
         }
     }
 
     /// The full URL of the file, for messages.
     pub(crate) fn url(&self) -> &str {
-        &self.url
+        self.0
+            .url
+            .get_or_init(|| paths::url_of(&self.0.table, &self.0.path))
     }
 }
 

@@ -278,3 +278,87 @@ async fn a_float_range_keeps_files_whose_nan_rows_statistics_leave_out() {
     left.sort_by(f64::total_cmp);
     assert_eq!(left, [1.0, 2.0]);
 }
+
+/// Every row of `batches` as (id, day), sorted.
+fn ids_and_days(batches: &[RecordBatch]) -> Vec<(i64, String)> {
+    let mut rows = Vec::new();
+    for batch in batches {
+        let ids = batch.column_by_name("id").unwrap();
+        let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
+        let days = batch.column_by_name("day").unwrap();
+        let days = days.as_any().downcast_ref::<StringArray>().unwrap();
+        rows.extend((0..batch.num_rows()).map(|i| (ids.value(i), days.value(i).to_string())));
+    }
+    rows.sort();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_parts_give_each_file_its_own_partition_values_even_when_the_plan_is_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
+        .with_arrow_schema(&file(0).schema())
+        .with_partition_columns(["day"])
+        .execute()
+        .await
+        .unwrap();
+    for k in 0..6 {
+        table.append([file(k)]).await.unwrap();
+    }
+    let expected: Vec<(i64, String)> = (0..600)
+        .map(|id| (id, format!("d{}", id / 100 % 3)))
+        .collect();
+    for predicate in [None, Some(col("id").gt_eq(lit(200i64)))] {
+        let scan = match &predicate {
+            Some(p) => table.scan().filter(p.clone()),
+            None => table.scan(),
+        };
+        let want: Vec<(i64, String)> = expected
+            .iter()
+            .filter(|(id, _)| predicate.is_none() || *id >= 200)
+            .cloned()
+            .collect();
+        let plan = scan.plan().await.unwrap();
+        // As planned, in three parts.
+        let mut batches = Vec::new();
+        for part in 0..3 {
+            let stream = scan.execute_part(&plan, part, 3).await.unwrap();
+            batches.extend(
+                futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert_eq!(ids_and_days(&batches), want, "{predicate:?} as planned");
+        // The plan's public file list reordered: each file still gets its own values.
+        let mut changed = plan.clone();
+        changed.files.reverse();
+        let mut batches = Vec::new();
+        for part in 0..2 {
+            let stream = scan.execute_part(&changed, part, 2).await.unwrap();
+            batches.extend(
+                futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert_eq!(ids_and_days(&batches), want, "{predicate:?} reordered");
+        // A plan narrowed by an engine keeps the values of the files it keeps.
+        let narrowed = plan.with_files_where(|i, _| i % 2 == 1);
+        let stream = scan.execute_part(&narrowed, 0, 1).await.unwrap();
+        let rows = ids_and_days(
+            &futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            rows.len(),
+            narrowed.files.len() * 100,
+            "{predicate:?} narrowed"
+        );
+        assert!(
+            rows.iter()
+                .all(|(id, day)| *day == format!("d{}", id / 100 % 3))
+        );
+    }
+}

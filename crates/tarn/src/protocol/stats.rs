@@ -30,8 +30,9 @@ pub(crate) trait StatsRows: Send + Sync + fmt::Debug {
 enum Repr {
     /// The text, and its `numRecords` once asked for: planning asks for it on every
     /// query, and parsing the JSON (some 100 bytes a column) each time cost more than
-    /// the rest of planning a scan of many small files.
-    Json(String, OnceLock<Option<u64>>),
+    /// the rest of planning a scan of many small files. Shared: a scan plan copies each
+    /// file's `add`, and copying the text was a cost per file on every query.
+    Json(Arc<str>, OnceLock<Option<u64>>),
     Parsed {
         rows: Arc<dyn StatsRows>,
         row: u32,
@@ -57,7 +58,7 @@ impl Stats {
     /// from the typed values for those read from a checkpoint's `stats_parsed`.
     pub fn json(&self) -> Cow<'_, str> {
         match &self.0 {
-            Repr::Json(text, _) => Cow::Borrowed(text),
+            Repr::Json(text, _) => Cow::Borrowed(&**text),
             Repr::Parsed { rows, row } => {
                 Cow::Owned(rows.json(*row as usize).unwrap_or_else(|| "{}".into()))
             }
@@ -91,13 +92,13 @@ impl Stats {
 
 impl From<String> for Stats {
     fn from(json: String) -> Self {
-        Self(Repr::Json(json, OnceLock::new()))
+        Self(Repr::Json(json.into(), OnceLock::new()))
     }
 }
 
 impl From<&str> for Stats {
     fn from(json: &str) -> Self {
-        Self(Repr::Json(json.to_string(), OnceLock::new()))
+        Self(Repr::Json(json.into(), OnceLock::new()))
     }
 }
 

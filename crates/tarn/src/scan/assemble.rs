@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::expr::{ColumnName, Scalar, evaluate_predicate};
 use crate::protocol::StructField;
 use crate::protocol::properties::ColumnMappingMode;
+use crate::reader::DataFileErrors;
 
 /// Turns a batch read from a file into an output batch: logical columns, partition
 /// values, the residual predicate, the projection.
@@ -24,7 +25,7 @@ pub(super) fn assemble(
     batch: &RecordBatch,
     partitions: &HashMap<ColumnName, Scalar>,
     mode: ColumnMappingMode,
-    path: &str,
+    file: &DataFileErrors,
 ) -> Result<RecordBatch> {
     let read = logical_rows(
         &ctx.read_fields,
@@ -32,7 +33,7 @@ pub(super) fn assemble(
         batch,
         partitions,
         mode,
-        path,
+        file,
     )?;
     let filtered = match &ctx.predicate {
         Some(p) => {
@@ -86,14 +87,14 @@ pub(super) fn logical_rows(
     batch: &RecordBatch,
     partitions: &HashMap<ColumnName, Scalar>,
     mode: ColumnMappingMode,
-    path: &str,
+    file: &DataFileErrors,
 ) -> Result<RecordBatch> {
     let rows = batch.num_rows();
     let batch_schema = batch.schema();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
     for (field, read) in fields.iter().zip(schema.fields()) {
         let view = is_view(read.data_type());
-        let column = match partitions.get(&ColumnName::new([field.name.clone()])) {
+        let column = match partition_value(partitions, &field.name) {
             Some(value) => value
                 .to_array(&field.data_type.to_arrow(), rows)
                 .map_err(|reason| Error::InvalidPartitionValue {
@@ -109,7 +110,7 @@ pub(super) fn logical_rows(
                 Some(i) => {
                     conform(batch.column(i), field, Source::File(mode)).map_err(|reason| {
                         Error::SchemaMismatch {
-                            reason: format!("data file {path}: {reason}"),
+                            reason: format!("data file {}: {reason}", file.url()),
                         }
                     })?
                 }
@@ -124,5 +125,17 @@ pub(super) fn logical_rows(
     }
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
     RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)
-        .map_err(Error::arrow(format!("assembling rows of {path}")))
+        .map_err(|e| Error::arrow(format!("assembling rows of {}", file.url()))(e))
+}
+
+/// The value of top-level partition column `name` in `partitions`, found without building
+/// a [`ColumnName`] for every column of every batch.
+pub(super) fn partition_value<'a>(
+    partitions: &'a HashMap<ColumnName, Scalar>,
+    name: &str,
+) -> Option<&'a Scalar> {
+    partitions
+        .iter()
+        .find(|(column, _)| matches!(column.path(), [only] if only == name))
+        .map(|(_, value)| value)
 }

@@ -162,7 +162,7 @@ pub(crate) async fn read_file_rows_of(
             .collect()
     };
     let all = arrow::compute::concat_batches(&ctx.output_schema, &batches)
-        .map_err(Error::arrow(format!("reading {}", errors.url())))?;
+        .map_err(|e| Error::arrow(format!("reading {}", errors.url()))(e))?;
     if all.num_rows() != read_positions.len() {
         return Err(errors.error(parquet::errors::ParquetError::General(format!(
             "read {} rows where {} were selected",
@@ -216,7 +216,7 @@ where
         .map(|r| r.unwrap_or_else(|panic| Err(decoder_panic(&panic))))
         .map(|b| {
             let b = b.map_err(|e| errors.error(e))?;
-            assemble(ctx, &b, partitions, mode, errors.url())
+            assemble(ctx, &b, partitions, mode, errors)
         })
         .try_collect()
         .await
@@ -379,7 +379,7 @@ pub(super) async fn read_file(
     let shares = shares.clamp(1, row_groups.len());
     let per_share = row_groups.len().div_ceil(shares);
     let mut streams = Vec::with_capacity(shares);
-    let partitions = Arc::new(file.partitions);
+    let partitions = file.partitions;
     for share in row_groups.chunks(per_share) {
         // Each share's own, so an error is reported by the run it stopped.
         let failure = FilterFailure::default();
@@ -409,7 +409,7 @@ pub(super) async fn read_file(
                 &metadata,
                 share,
                 &partitions,
-                errors.url(),
+                &errors,
                 &failure,
             ),
         };
@@ -439,7 +439,7 @@ pub(super) async fn read_file(
             .map(move |batch| {
                 // A predicate that failed in the decoder left its own error.
                 let batch = batch.map_err(|e| failure.take().unwrap_or_else(|| errors.error(e)))?;
-                assemble(&ctx, &batch, &partitions, mode, errors.url())
+                assemble(&ctx, &batch, &partitions, mode, &errors)
             })
             .try_filter(|b| futures::future::ready(b.num_rows() > 0))
             .boxed();
@@ -547,8 +547,8 @@ pub(crate) async fn stream_file(
     let ctx = Arc::new(ctx);
     let partitions = ctx.partition_values(add)?;
     let planned = PlannedFile {
-        add: add.clone(),
-        partitions,
+        add: Arc::new(add.clone()),
+        partitions: Arc::new(partitions),
         rows: None,
     };
     // One run of row groups: a rewrite keeps the file's row order.

@@ -13,10 +13,11 @@ use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
 use parquet::file::metadata::ParquetMetaData;
 
 use super::ScanContext;
-use super::assemble::logical_rows;
+use super::assemble::{logical_rows, partition_value};
 use crate::conform::{Source, find_field};
 use crate::error::Error;
 use crate::expr::{ColumnName, Scalar, evaluate_predicate};
+use crate::reader::DataFileErrors;
 
 /// Where a predicate that failed inside the decoder leaves its error, so the scan
 /// reports Tarn's typed error rather than the decoder's text of it.
@@ -56,7 +57,7 @@ pub(super) fn row_filter(
     metadata: &ParquetMetaData,
     row_groups: &[usize],
     partitions: &Arc<HashMap<ColumnName, Scalar>>,
-    path: &str,
+    file: &DataFileErrors,
     failure: &FilterFailure,
 ) -> Option<RowFilter> {
     let predicate = ctx.predicate.clone()?;
@@ -64,7 +65,7 @@ pub(super) fn row_filter(
     let mut filter_roots: Vec<usize> = ctx
         .filter_fields
         .iter()
-        .filter(|f| !partitions.contains_key(&ColumnName::new([f.name.clone()])))
+        .filter(|f| partition_value(partitions, &f.name).is_none())
         .filter_map(|f| find_field(file_schema.fields(), f, Source::File(mode)))
         .collect();
     filter_roots.sort_unstable();
@@ -86,10 +87,10 @@ pub(super) fn row_filter(
         return None;
     }
     let mask = ProjectionMask::roots(parquet_schema, filter_roots);
-    let (ctx, partitions, path, failure) = (
+    let (ctx, partitions, file, failure) = (
         Arc::clone(ctx),
         Arc::clone(partitions),
-        path.to_string(),
+        file.clone(),
         failure.clone(),
     );
     let evaluate = ArrowPredicateFn::new(mask, move |batch| {
@@ -99,7 +100,7 @@ pub(super) fn row_filter(
             &batch,
             &partitions,
             mode,
-            &path,
+            &file,
         )
         .and_then(|rows| evaluate_predicate(&predicate, &rows))
         .map_err(|e| failure.keep(e))

@@ -45,7 +45,9 @@ use crate::index::{IndexUse, select_rows, table_indices};
 use crate::protocol::{Add, StructField};
 use crate::snapshot::Snapshot;
 use crate::stats::{ColumnInfo, FileStatsView, column_infos};
-use plan_stats::{PARALLEL_FILES, PlanStats, file_partition_values, plan_stats};
+use plan_stats::{
+    PARALLEL_FILES, PlanStats, file_partition_values, partition_values_of, plan_stats,
+};
 use roaring::RoaringTreemap;
 use views::as_view;
 
@@ -87,6 +89,10 @@ pub struct Scan {
     views: bool,
 }
 
+/// A file's partition values parsed to their columns' types, shared by the plan and the
+/// file's reads.
+pub(crate) type ParsedPartitions = Arc<HashMap<ColumnName, Scalar>>;
+
 /// What a scan will read, and how much pruning removed.
 #[derive(Debug, Clone)]
 pub struct ScanPlan {
@@ -108,6 +114,10 @@ pub struct ScanPlan {
     pub(crate) rows: HashMap<String, RoaringTreemap>,
     /// Whether indices answered the whole predicate for every file planned.
     pub(crate) exact: bool,
+    /// Each planned file's parsed partition values, in [`files`](Self::files) order, with
+    /// the file they were parsed for: a part whose file differs (`files` is public, and
+    /// may have been changed) parses its own.
+    pub(crate) partitions: Vec<(Arc<Add>, ParsedPartitions)>,
 }
 
 impl ScanPlan {
@@ -115,13 +125,14 @@ impl ScanPlan {
     /// [`files`](Self::files)), for an engine that skips files at run time; what the
     /// plan knows of the rest (index lookups) is kept.
     pub fn with_files_where(&self, mut keep: impl FnMut(usize, &Add) -> bool) -> ScanPlan {
+        let kept: Vec<usize> = (0..self.files.len())
+            .filter(|i| keep(*i, &self.files[*i]))
+            .collect();
         ScanPlan {
-            files: self
-                .files
+            files: kept.iter().map(|i| self.files[*i].clone()).collect(),
+            partitions: kept
                 .iter()
-                .enumerate()
-                .filter(|(i, add)| keep(*i, add))
-                .map(|(_, add)| add.clone())
+                .filter_map(|i| self.partitions.get(*i).cloned())
                 .collect(),
             total_files: self.total_files,
             skipped_by_partition: self.skipped_by_partition,
@@ -134,9 +145,20 @@ impl ScanPlan {
         }
     }
 
+    /// The parsed partition values planning found for the `index`-th planned file, when
+    /// that is still `add`.
+    pub(crate) fn partitions_of(&self, index: usize, add: &Add) -> Option<ParsedPartitions> {
+        let (planned, values) = self.partitions.get(index)?;
+        (planned.path == add.path).then(|| Arc::clone(values))
+    }
+
     /// The rows of a planned file an index allows (deleted rows included), when an index
     /// covers it.
     pub(crate) fn rows_of(&self, snapshot: &Snapshot, add: &Add) -> Option<&RoaringTreemap> {
+        // Most plans have no index rows: skip building the file's canonical path.
+        if self.rows.is_empty() {
+            return None;
+        }
         self.rows
             .get(&crate::paths::canonical(snapshot.location(), &add.path))
     }
@@ -373,7 +395,8 @@ impl Scan {
         let ctx = Arc::new(self.context()?);
         let (files, plan) = self.plan_files(&ctx).await?;
         Ok(ScanPlan {
-            files: files.into_iter().map(|f| f.add).collect(),
+            files: files.iter().map(|f| Add::clone(&f.add)).collect(),
+            partitions: files.into_iter().map(|f| (f.add, f.partitions)).collect(),
             ..plan
         })
     }
@@ -381,7 +404,7 @@ impl Scan {
     async fn plan_files(&self, ctx: &Arc<ScanContext>) -> Result<(Vec<PlannedFile>, ScanPlan)> {
         let (mut files, by_partition, by_stats) = match (self.limit, &ctx.predicate) {
             (Some(limit), None) => (ctx.first_files(limit)?, 0, 0),
-            (None, None) => (ctx.all_files()?, 0, 0),
+            (None, None) => (ctx.all_files().await?, 0, 0),
             (_, Some(_)) => {
                 let stats = plan_stats(&ctx.snapshot, &ctx.columns).await?;
                 if ctx.snapshot.file_count() < PARALLEL_FILES {
@@ -402,6 +425,7 @@ impl Scan {
             schema: Arc::clone(&ctx.output_schema),
             rows: HashMap::new(),
             exact: false,
+            partitions: Vec::new(),
         };
         let Some(predicate) = ctx.predicate.as_ref().filter(|_| self.use_indices) else {
             return Ok((files, plan));
@@ -464,7 +488,7 @@ impl Scan {
         concurrency: usize,
         cores: usize,
     ) -> RecordBatchStream {
-        let shares = file::shares_of(files.iter().map(|f| &f.add), cores);
+        let shares = file::shares_of(files.iter().map(|f| f.add.as_ref()), cores);
         // Each file decodes on a task of its own: files in flight use every core; with
         // fewer files than cores, or one file much larger than the others, a file's row
         // groups decode in several runs at once. With one core to this stream (a part of
@@ -475,7 +499,7 @@ impl Scan {
         let spawn = cores > 1;
         let stream = futures::stream::iter(files.into_iter().zip(shares))
             .map(move |(file, shares)| {
-                let path = file.add.path.clone();
+                let add = Arc::clone(&file.add);
                 let read = file::read_file(Arc::clone(&ctx), file, shares);
                 match spawn || shares > 1 {
                     true => crate::tasks::spawn_stream("reading a data file", read),
@@ -485,7 +509,7 @@ impl Scan {
                             .map(move |item| {
                                 item.unwrap_or_else(|panic| {
                                     Err(Error::Parquet {
-                                        path: path.clone(),
+                                        path: add.path.clone(),
                                         source: crate::reader::decoder_panic(&panic),
                                     })
                                 })
@@ -511,8 +535,8 @@ impl Scan {
 /// A file chosen by planning, with its parsed partition values and, when an index
 /// covers it, the rows that may match.
 struct PlannedFile {
-    add: Add,
-    partitions: HashMap<ColumnName, Scalar>,
+    add: Arc<Add>,
+    partitions: ParsedPartitions,
     rows: Option<RoaringTreemap>,
 }
 
@@ -541,39 +565,41 @@ impl ScanContext {
     fn first_files(&self, limit: usize) -> Result<Vec<PlannedFile>> {
         let mut files = Vec::new();
         let mut rows = 0u64;
-        for add in self.snapshot.files() {
+        for add in self.snapshot.shared_files() {
             if rows >= limit as u64 {
                 break;
             }
             rows += crate::stats::live_rows(add).unwrap_or(0);
             files.push(PlannedFile {
-                partitions: self.partition_values(add)?,
-                add: add.clone(),
+                partitions: Arc::new(self.partition_values(add)?),
+                add: Arc::clone(add),
                 rows: None,
             });
         }
         Ok(files)
     }
 
-    /// Every live file: what a scan without a predicate or a limit reads.
-    fn all_files(&self) -> Result<Vec<PlannedFile>> {
-        self.snapshot
-            .files()
-            .map(|add| {
-                Ok(PlannedFile {
-                    partitions: self.partition_values(add)?,
-                    add: add.clone(),
-                    rows: None,
-                })
+    /// Every live file: what a scan without a predicate or a limit reads. Partition
+    /// values come parsed once per version.
+    async fn all_files(&self) -> Result<Vec<PlannedFile>> {
+        let partitions = partition_values_of(&self.snapshot).await?;
+        Ok(self
+            .snapshot
+            .shared_files()
+            .zip(partitions.iter())
+            .map(|(add, partitions)| PlannedFile {
+                add: Arc::clone(add),
+                partitions: Arc::clone(partitions),
+                rows: None,
             })
-            .collect()
+            .collect())
     }
 
     /// The files to read, and how many partition values and statistics ruled out, from the
     /// statistics of every file (`stats`, in [`Snapshot::files`] order).
     /// Runs on every core for large tables.
     fn prune_files(&self, stats: &PlanStats) -> Result<(Vec<PlannedFile>, usize, usize)> {
-        let indexed: Vec<(usize, &Add)> = self.snapshot.files().enumerate().collect();
+        let indexed: Vec<(usize, &Arc<Add>)> = self.snapshot.shared_files().enumerate().collect();
         let runs =
             crate::tasks::on_cores(&indexed, PARALLEL_FILES, |run| self.prune_run(run, stats));
         let (mut files, mut by_partition, mut by_stats) = (Vec::new(), 0, 0);
@@ -589,7 +615,7 @@ impl ScanContext {
     /// [`Self::prune_files`] over some of the files, given with their indices.
     fn prune_run(
         &self,
-        run: &[(usize, &Add)],
+        run: &[(usize, &Arc<Add>)],
         stats: &PlanStats,
     ) -> Result<(Vec<PlannedFile>, usize, usize)> {
         let mut files = Vec::new();
@@ -600,8 +626,8 @@ impl ScanContext {
                 // Statistics of another file list (cannot happen: they are per version):
                 // keep the file rather than risk dropping rows.
                 files.push(PlannedFile {
-                    partitions: self.partition_values(add)?,
-                    add: add.clone(),
+                    partitions: Arc::new(self.partition_values(add)?),
+                    add: Arc::clone(add),
                     rows: None,
                 });
                 continue;
@@ -622,8 +648,8 @@ impl ScanContext {
                 }
             }
             files.push(PlannedFile {
-                add: add.clone(),
-                partitions: HashMap::clone(partitions),
+                add: Arc::clone(add),
+                partitions: Arc::clone(partitions),
                 rows: None,
             });
         }

@@ -29,16 +29,17 @@ impl Scan {
             });
         }
         let ctx = Arc::new(self.context()?);
-        let files = plan
-            .files
-            .iter()
-            .skip(part)
+        let files = (part..plan.files.len())
             .step_by(parts)
-            .map(|add| {
+            .map(|i| {
+                let add = &plan.files[i];
                 Ok(PlannedFile {
-                    partitions: ctx.partition_values(add)?,
+                    partitions: match plan.partitions_of(i, add) {
+                        Some(parsed) => parsed,
+                        None => Arc::new(ctx.partition_values(add)?),
+                    },
                     rows: plan.rows_of(&self.snapshot, add).cloned(),
-                    add: add.clone(),
+                    add: Arc::new(add.clone()),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -30,7 +30,7 @@ pub(crate) const PARALLEL_FILES: usize = 1024;
 
 /// Every live file's typed partition values, in file order; files of one partition
 /// share one map.
-type Partitions = Arc<Vec<Arc<HashMap<ColumnName, Scalar>>>>;
+pub(crate) type Partitions = Arc<Vec<Arc<HashMap<ColumnName, Scalar>>>>;
 
 /// One column's statistics for every live file of a version, in file order.
 #[derive(Debug, Default)]
@@ -156,22 +156,7 @@ pub(crate) async fn plan_stats(
     let version = snapshot
         .caches()
         .for_version(snapshot.version(), VersionStats::new);
-    let partitions = locked(&version.partitions).clone();
-    let partitions = match partitions {
-        Some(p) => p,
-        None => {
-            let parsed = if snapshot.file_count() < PARALLEL_FILES {
-                partition_values(snapshot)?
-            } else {
-                let owned = snapshot.clone();
-                crate::tasks::blocking("parsing partition values", move || partition_values(&owned))
-                    .await?
-            };
-            let parsed = Arc::new(parsed);
-            *locked(&version.partitions) = Some(Arc::clone(&parsed));
-            parsed
-        }
-    };
+    let partitions = version_partitions(snapshot, &version).await?;
     // Partition columns have no statistics: their values are exact.
     let partition_names: Vec<ColumnName> = snapshot
         .partition_columns()
@@ -211,6 +196,34 @@ pub(crate) async fn plan_stats(
         partitions,
         partition_names: Arc::new(partition_names),
     })
+}
+
+/// The parsed partition values of every live file of `snapshot`, in
+/// [`Snapshot::files`] order: parsed once per version (on every core, off the async
+/// threads), then shared.
+///
+/// Fails with [`crate::Error::InvalidPartitionValue`] when a file's partition value does
+/// not parse as its column's type.
+pub(crate) async fn partition_values_of(snapshot: &Snapshot) -> Result<Partitions> {
+    let version = snapshot
+        .caches()
+        .for_version(snapshot.version(), VersionStats::new);
+    version_partitions(snapshot, &version).await
+}
+
+async fn version_partitions(snapshot: &Snapshot, version: &VersionStats) -> Result<Partitions> {
+    if let Some(parsed) = locked(&version.partitions).clone() {
+        return Ok(parsed);
+    }
+    let parsed = if snapshot.file_count() < PARALLEL_FILES {
+        partition_values(snapshot)?
+    } else {
+        let owned = snapshot.clone();
+        crate::tasks::blocking("parsing partition values", move || partition_values(&owned)).await?
+    };
+    let parsed = Arc::new(parsed);
+    *locked(&version.partitions) = Some(Arc::clone(&parsed));
+    Ok(parsed)
 }
 
 fn partition_values(snapshot: &Snapshot) -> Result<Vec<Arc<HashMap<ColumnName, Scalar>>>> {

@@ -573,6 +573,12 @@ impl Snapshot {
         self.state.files.values().map(Arc::as_ref)
     }
 
+    /// The live data files as the snapshot holds them, in [`files`](Self::files) order:
+    /// what a scan plan keeps without copying each file's statistics.
+    pub(crate) fn shared_files(&self) -> impl ExactSizeIterator<Item = &Arc<Add>> {
+        self.state.files.values()
+    }
+
     /// The live data files with their replay keys.
     pub fn file_entries(&self) -> impl ExactSizeIterator<Item = (&FileKey, &Add)> {
         self.state.files.iter().map(|(k, a)| (k, a.as_ref()))
