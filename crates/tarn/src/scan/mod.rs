@@ -149,7 +149,8 @@ impl ScanPlan {
     /// that is still `add`.
     pub(crate) fn partitions_of(&self, index: usize, add: &Add) -> Option<ParsedPartitions> {
         let (planned, values) = self.partitions.get(index)?;
-        (planned.path == add.path).then(|| Arc::clone(values))
+        (planned.path == add.path && planned.partition_values == add.partition_values)
+            .then(|| Arc::clone(values))
     }
 
     /// The rows of a planned file an index allows (deleted rows included), when an index
@@ -583,16 +584,21 @@ impl ScanContext {
     /// values come parsed once per version.
     async fn all_files(&self) -> Result<Vec<PlannedFile>> {
         let partitions = partition_values_of(&self.snapshot).await?;
-        Ok(self
-            .snapshot
+        self.snapshot
             .shared_files()
-            .zip(partitions.iter())
-            .map(|(add, partitions)| PlannedFile {
-                add: Arc::clone(add),
-                partitions: Arc::clone(partitions),
-                rows: None,
+            .enumerate()
+            .map(|(i, add)| {
+                Ok(PlannedFile {
+                    add: Arc::clone(add),
+                    // Parsed per version for these files; parsed here if that ever differs.
+                    partitions: match partitions.get(i) {
+                        Some(parsed) => Arc::clone(parsed),
+                        None => Arc::new(self.partition_values(add)?),
+                    },
+                    rows: None,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// The files to read, and how many partition values and statistics ruled out, from the
