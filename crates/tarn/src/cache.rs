@@ -6,10 +6,13 @@
 //! here is ever stale; each cache is bounded.
 
 use std::any::{Any, TypeId};
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash, RandomState};
+use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::{Arc, Mutex};
 
+use object_store::path::Path;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use roaring::RoaringTreemap;
 
@@ -27,8 +30,10 @@ const DV_BYTES: usize = 64 * 1024 * 1024;
 /// next one reads first.
 #[derive(Debug)]
 pub(crate) struct Lru<K, V> {
-    /// Value, place in `order`, weight, and the request that last touched it.
-    entries: HashMap<K, (V, u64, usize, u64)>,
+    entries: HashMap<K, Entry<V>>,
+    /// Keys by the tick they were placed at: oldest first once each entry used since it
+    /// was placed is moved to its last use, which eviction does as it walks. A hit only
+    /// stamps its entry, so a lookup neither clones its key nor touches this map.
     order: BTreeMap<u64, K>,
     tick: u64,
     /// Requests (`get`s) so far: an entry's age is counted in them.
@@ -38,6 +43,18 @@ pub(crate) struct Lru<K, V> {
     /// How often each key was asked for, made when the map first fills.
     frequency: Option<Sketch>,
     hasher: RandomState,
+}
+
+#[derive(Debug)]
+struct Entry<V> {
+    value: V,
+    weight: usize,
+    /// The tick it is under in `order`.
+    placed: u64,
+    /// The tick of its last use.
+    used: u64,
+    /// The request that last touched it.
+    touched: u64,
 }
 
 impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
@@ -55,18 +72,20 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
     }
 
     /// The value under `key`, if kept; counts the request either way.
-    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
+    pub(crate) fn get<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         if let Some(sketch) = &mut self.frequency {
             sketch.add(self.hasher.hash_one(key));
         }
         self.requests += 1;
-        let (value, tick, _, touched) = self.entries.get_mut(key)?;
-        self.order.remove(tick);
+        let entry = self.entries.get_mut(key)?;
         self.tick += 1;
-        *tick = self.tick;
-        *touched = self.requests;
-        self.order.insert(self.tick, key.clone());
-        Some(value.clone())
+        entry.used = self.tick;
+        entry.touched = self.requests;
+        Some(entry.value.clone())
     }
 
     /// Inserts `value` weighing `weight` and returns whether it was kept. Over the limit,
@@ -75,9 +94,9 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
     /// come back by then) or the new key was asked for more often; otherwise the new
     /// value is not kept. A value heavier than the limit is never kept.
     pub(crate) fn insert(&mut self, key: K, value: V, weight: usize) -> bool {
-        if let Some((_, tick, w, _)) = self.entries.remove(&key) {
-            self.order.remove(&tick);
-            self.weight -= w;
+        if let Some(old) = self.entries.remove(&key) {
+            self.order.remove(&old.placed);
+            self.weight -= old.weight;
         }
         if weight > self.limit {
             return false;
@@ -90,31 +109,52 @@ impl<K: Clone + Eq + Hash, V: Clone> Lru<K, V> {
             let mut freed = 0;
             let mut victims = Vec::new();
             let idle_after = 2 * entries as u64;
-            for old in self.order.values() {
-                if self.weight - freed + weight <= self.limit {
+            let mut after = None;
+            while self.weight - freed + weight > self.limit {
+                let next = match after {
+                    None => self.order.iter().next(),
+                    Some(t) => self.order.range((Excluded(t), Unbounded)).next(),
+                };
+                let Some((&placed, old)) = next else {
                     break;
-                }
-                let Some((_, _, w, touched)) = self.entries.get(old) else {
+                };
+                let old = old.clone();
+                let Some(entry) = self.entries.get_mut(&old) else {
+                    after = Some(placed);
                     continue;
                 };
-                let idle = self.requests - touched > idle_after;
-                if !idle && sketch.estimate(self.hasher.hash_one(old)) >= wanted {
+                if entry.used != placed {
+                    // Used since it was placed: it belongs further back.
+                    self.order.remove(&placed);
+                    self.order.insert(entry.used, old);
+                    entry.placed = entry.used;
+                    continue;
+                }
+                let idle = self.requests - entry.touched > idle_after;
+                if !idle && sketch.estimate(self.hasher.hash_one(&old)) >= wanted {
                     return false;
                 }
-                freed += *w;
-                victims.push(old.clone());
+                freed += entry.weight;
+                victims.push(old);
+                after = Some(placed);
             }
             for old in victims {
-                if let Some((_, tick, w, _)) = self.entries.remove(&old) {
-                    self.order.remove(&tick);
-                    self.weight -= w;
+                if let Some(entry) = self.entries.remove(&old) {
+                    self.order.remove(&entry.placed);
+                    self.weight -= entry.weight;
                 }
             }
         }
         self.tick += 1;
         self.order.insert(self.tick, key.clone());
-        self.entries
-            .insert(key, (value, self.tick, weight, self.requests));
+        let entry = Entry {
+            value,
+            weight,
+            placed: self.tick,
+            used: self.tick,
+            touched: self.requests,
+        };
+        self.entries.insert(key, entry);
         self.weight += weight;
         true
     }
@@ -176,10 +216,18 @@ impl Sketch {
 
 type Shared = Arc<dyn Any + Send + Sync>;
 
+/// A data file's decoded footer with its Arrow schema, and the object it was read from:
+/// a file found here is neither resolved nor confined again.
+#[derive(Debug, Clone)]
+pub(crate) struct KeptFooter {
+    pub(crate) object: Path,
+    pub(crate) metadata: ArrowReaderMetadata,
+}
+
 /// The caches of one table handle and the snapshots derived from it.
 #[derive(Debug)]
 pub(crate) struct Caches {
-    footers: Mutex<Lru<String, ArrowReaderMetadata>>,
+    footers: Mutex<Lru<String, KeptFooter>>,
     objects: Mutex<Lru<String, Shared>>,
     dvs: Mutex<Lru<String, Arc<RoaringTreemap>>>,
     derived: Mutex<Option<(i64, &'static str, Shared)>>,
@@ -204,30 +252,28 @@ impl Default for Caches {
 }
 
 impl Caches {
-    /// The decoded footer of the data file at `path` with its Arrow schema, if read
-    /// before.
-    pub(crate) fn footer(&self, path: &str) -> Option<ArrowReaderMetadata> {
+    /// The decoded footer of the data file the log names `file` (its `add` path), with
+    /// its Arrow schema and the object it was read from, if read before.
+    pub(crate) fn footer(&self, file: &str) -> Option<KeptFooter> {
         self.footers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&path.to_string())
+            .get(file)
     }
 
-    /// Remembers the decoded footer of the data file at `path` with its Arrow schema.
-    pub(crate) fn keep_footer(&self, path: &str, footer: ArrowReaderMetadata) {
-        let weight = footer.metadata().memory_size();
+    /// Remembers the decoded footer of the data file the log names `file`, read from
+    /// `object`.
+    pub(crate) fn keep_footer(&self, file: &str, object: Path, metadata: ArrowReaderMetadata) {
+        let weight = metadata.metadata().memory_size();
         self.footers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(path.to_string(), footer, weight);
+            .insert(file.to_string(), KeptFooter { object, metadata }, weight);
     }
 
     /// A deletion vector decoded before, by its unique id.
     pub(crate) fn deletion_vector(&self, id: &str) -> Option<Arc<RoaringTreemap>> {
-        self.dvs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id.to_string())
+        self.dvs.lock().unwrap_or_else(|p| p.into_inner()).get(id)
     }
 
     /// Remembers a decoded deletion vector.
@@ -245,7 +291,7 @@ impl Caches {
             .objects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&path.to_string())?;
+            .get(path)?;
         found.downcast::<T>().ok()
     }
 

@@ -103,18 +103,20 @@ pub(crate) async fn open_data_file(
     add: &Add,
     caches: &Caches,
 ) -> crate::Result<DataFile> {
-    let path = paths::locate(location, &add.path)?;
-    let key = path.to_string();
     // Kept with its Arrow schema: converting the schema again costs as much as reading
-    // a small file's footer.
-    let cached = caches.footer(&key);
-    // A kept footer's file was confined when the footer was read, and data files never
-    // change: following its links again would cost a lookup per path component. (A file
-    // replaced by a link while the handle lives is followed unchecked: that takes write
-    // access to the table's directory, which can change its rows anyway.)
-    let path = match cached {
-        Some(_) => path,
-        None => paths::confine_on_disk(location, &add.path, path)?,
+    // a small file's footer. Kept by the log's path, with the object it names: a kept
+    // file's path is neither resolved nor confined again. Its file was confined when the
+    // footer was read, and data files never change: following its links again would
+    // cost a lookup per path component. (A file replaced by a link while the handle
+    // lives is followed unchecked: that takes write access to the table's directory,
+    // which can change its rows anyway.)
+    let cached = caches.footer(&add.path);
+    let path = match &cached {
+        Some(kept) => kept.object.clone(),
+        None => {
+            let path = paths::locate(location, &add.path)?;
+            paths::confine_on_disk(location, &add.path, path)?
+        }
     };
     let errors = DataFileErrors::new(location, &add.path, &path);
     let size = u64::try_from(add.size).ok().filter(|s| *s > 0);
@@ -130,7 +132,7 @@ pub(crate) async fn open_data_file(
     };
     let mut options = ArrowReaderOptions::new().with_page_index_policy(page_index);
     let metadata = match cached {
-        Some(metadata) => metadata,
+        Some(kept) => kept.metadata,
         None => {
             let mut loaded =
                 match ArrowReaderMetadata::load_async(&mut reader, options.clone()).await {
@@ -168,7 +170,7 @@ pub(crate) async fn open_data_file(
                 )
                 .map_err(|e| errors.error(e))?;
             }
-            caches.keep_footer(&key, loaded.clone());
+            caches.keep_footer(&add.path, path.clone(), loaded.clone());
             loaded
         }
     };
