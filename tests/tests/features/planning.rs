@@ -293,6 +293,20 @@ fn ids_and_days(batches: &[RecordBatch]) -> Vec<(i64, String)> {
     rows
 }
 
+/// Every batch of `plan` read by `scan` in `parts` parts.
+async fn read_parts(scan: &tarn::Scan, plan: &tarn::ScanPlan, parts: usize) -> Vec<RecordBatch> {
+    let mut batches = Vec::new();
+    for part in 0..parts {
+        let stream = scan.execute_part(plan, part, parts).await.unwrap();
+        batches.extend(
+            futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                .await
+                .unwrap(),
+        );
+    }
+    batches
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_parts_give_each_file_its_own_partition_values_even_when_the_plan_is_changed() {
     let dir = tempfile::tempdir().unwrap();
@@ -320,37 +334,22 @@ async fn plan_parts_give_each_file_its_own_partition_values_even_when_the_plan_i
             .collect();
         let plan = scan.plan().await.unwrap();
         // As planned, in three parts.
-        let mut batches = Vec::new();
-        for part in 0..3 {
-            let stream = scan.execute_part(&plan, part, 3).await.unwrap();
-            batches.extend(
-                futures::TryStreamExt::try_collect::<Vec<_>>(stream)
-                    .await
-                    .unwrap(),
-            );
-        }
-        assert_eq!(ids_and_days(&batches), want, "{predicate:?} as planned");
+        assert_eq!(
+            ids_and_days(&read_parts(&scan, &plan, 3).await),
+            want,
+            "{predicate:?} as planned"
+        );
         // The plan's public file list reordered: each file still gets its own values.
         let mut changed = plan.clone();
         changed.files.reverse();
-        let mut batches = Vec::new();
-        for part in 0..2 {
-            let stream = scan.execute_part(&changed, part, 2).await.unwrap();
-            batches.extend(
-                futures::TryStreamExt::try_collect::<Vec<_>>(stream)
-                    .await
-                    .unwrap(),
-            );
-        }
-        assert_eq!(ids_and_days(&batches), want, "{predicate:?} reordered");
+        assert_eq!(
+            ids_and_days(&read_parts(&scan, &changed, 2).await),
+            want,
+            "{predicate:?} reordered"
+        );
         // A plan narrowed by an engine keeps the values of the files it keeps.
         let narrowed = plan.with_files_where(|i, _| i % 2 == 1);
-        let stream = scan.execute_part(&narrowed, 0, 1).await.unwrap();
-        let rows = ids_and_days(
-            &futures::TryStreamExt::try_collect::<Vec<_>>(stream)
-                .await
-                .unwrap(),
-        );
+        let rows = ids_and_days(&read_parts(&scan, &narrowed, 1).await);
         assert_eq!(
             rows.len(),
             narrowed.files.len() * 100,
