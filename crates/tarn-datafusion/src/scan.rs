@@ -216,9 +216,11 @@ impl ExecutionPlan for TarnScanExec {
         // Run when first polled: a join polls its probe side once its build side is read,
         // so the filters it fills are complete by then.
         let batches = futures::stream::once(async move {
-            let narrowed = skipper.and_then(|s| s.narrow(&plan, partition, parts));
-            let read = match &narrowed {
-                Some(mine) => scan.execute_part(mine, 0, 1).await,
+            let read = match skipper {
+                Some(skipper) => {
+                    scan.execute_part_where(&plan, partition, parts, |mine| skipper.keep(mine))
+                        .await
+                }
                 None => scan.execute_part(&plan, partition, parts).await,
             };
             read.map(|s| s.map_err(to_datafusion))
@@ -286,16 +288,10 @@ struct Skipper {
 }
 
 impl Skipper {
-    /// Part `part` of `parts` of `plan` without the files the filters now rule out, as a
-    /// plan of its own; `None` when they rule out none.
-    fn narrow(&self, plan: &ScanPlan, part: usize, parts: usize) -> Option<ScanPlan> {
-        let mine: Vec<&tarn::protocol::Add> = plan.files.iter().skip(part).step_by(parts).collect();
-        let kept = dynamic::keep(&mine, &self.filters, &self.schema, &self.partitions);
-        let skipped = kept.iter().filter(|k| !**k).count();
-        if skipped == 0 {
-            return None;
-        }
-        self.skipped.add(skipped);
-        Some(plan.with_files_where(|i, _| i % parts == part && kept[i / parts]))
+    /// Which of one part's files the filters still let through, counting the others.
+    fn keep(&self, mine: &[&tarn::protocol::Add]) -> Vec<bool> {
+        let kept = dynamic::keep(mine, &self.filters, &self.schema, &self.partitions);
+        self.skipped.add(kept.iter().filter(|k| !**k).count());
+        kept
     }
 }

@@ -185,3 +185,93 @@ async fn merge_on_read_changes_to_a_file_of_many_row_groups_mark_the_right_rows(
     let want: Vec<(i64, i64)> = model.into_iter().collect();
     assert_eq!(pairs(&table.scan().collect().await.unwrap()), want);
 }
+
+/// Every batch of `scan` in `parts` parts, one list per part.
+async fn parts_of(scan: &tarn::Scan, parts: usize) -> Vec<Vec<RecordBatch>> {
+    let plan = scan.plan().await.unwrap();
+    let mut out = Vec::new();
+    for part in 0..parts {
+        let stream = scan.execute_part(&plan, part, parts).await.unwrap();
+        out.push(
+            futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                .await
+                .unwrap(),
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parts_of_a_scan_split_a_large_file_by_row_groups_and_read_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let batch = |ids: std::ops::Range<i64>| {
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from_iter_values(ids))],
+        )
+        .unwrap()
+    };
+    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
+        .with_arrow_schema(&schema)
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap();
+    let small_groups = || {
+        WriterProperties::builder()
+            .set_max_row_group_row_count(Some(7_000))
+            .build()
+    };
+    // A file of 15 row groups, then one of 2: the second is about a seventh the size.
+    for ids in [0..100_000, 100_000..114_000] {
+        table
+            .write([batch(ids)])
+            .with_writer_properties(small_groups())
+            .execute()
+            .await
+            .unwrap();
+    }
+    table
+        .delete(
+            col("id")
+                .gt_eq(lit(20_000i64))
+                .and(col("id").lt(lit(30_000i64))),
+        )
+        .with_strategy(ChangeStrategy::MergeOnRead)
+        .execute()
+        .await
+        .unwrap();
+    let live: Vec<i64> = (0..20_000).chain(30_000..114_000).collect();
+
+    let two = parts_of(&table.scan(), 2).await;
+    // The line of bytes is cut inside the large file: both parts read some of it.
+    for (part, batches) in two.iter().enumerate() {
+        let ids = ids(batches);
+        assert!(
+            ids.first().is_some_and(|id| *id < 100_000),
+            "part {part}: {ids:?}"
+        );
+    }
+    assert_eq!(ids(&two.concat()), live);
+    for parts in [3, 5, 16] {
+        assert_eq!(
+            ids(&parts_of(&table.scan(), parts).await.concat()),
+            live,
+            "{parts} parts"
+        );
+    }
+
+    let range = col("id")
+        .gt_eq(lit(15_000i64))
+        .and(col("id").lt(lit(105_000i64)));
+    let expected: Vec<i64> = (15_000..20_000).chain(30_000..105_000).collect();
+    for parts in [1, 2, 3] {
+        let scan = table.scan().filter(range.clone());
+        assert_eq!(
+            ids(&parts_of(&scan, parts).await.concat()),
+            expected,
+            "{parts} parts"
+        );
+    }
+}

@@ -373,6 +373,10 @@ pub(super) async fn read_file(
         None => Default::default(),
     };
     row_groups.retain(|rg| pages.get(rg).is_none_or(|s| s.selects_any()));
+    if let Some(span) = file.span {
+        let mine = in_span(&metadata, super::parts::extent(&file.add), span);
+        row_groups.retain(|rg| mine[*rg]);
+    }
     if row_groups.is_empty() {
         return Ok(futures::stream::empty().boxed());
     }
@@ -456,6 +460,31 @@ pub(super) async fn read_file(
             .map(|s| crate::tasks::spawn_stream("decoding row groups", async move { Ok(s) })),
     )
     .boxed())
+}
+
+/// Which row groups of a file of `metadata` fall in `span` of its `extent`: those whose
+/// middle does, each row group's place in proportion to its compressed bytes. The spans
+/// of a file's parts tile its extent, so each row group is in exactly one of them.
+fn in_span(
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    extent: u64,
+    (from, to): (u64, u64),
+) -> Vec<bool> {
+    let sizes: Vec<u128> = metadata
+        .row_groups()
+        .iter()
+        .map(|rg| rg.compressed_size().max(1) as u128)
+        .collect();
+    let total: u128 = sizes.iter().sum::<u128>().max(1);
+    let mut before = 0u128;
+    sizes
+        .iter()
+        .map(|size| {
+            let middle = (u128::from(extent) * (2 * before + size) / (2 * total)) as u64;
+            before += size;
+            from <= middle && middle < to
+        })
+        .collect()
 }
 
 /// The deletion vector of `add`, loaded and checked, if it has one.
@@ -550,6 +579,7 @@ pub(crate) async fn stream_file(
         add: Arc::new(add.clone()),
         partitions: Arc::new(partitions),
         rows: None,
+        span: None,
     };
     // One run of row groups: a rewrite keeps the file's row order.
     read_file(ctx, planned, 1).await

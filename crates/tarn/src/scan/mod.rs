@@ -539,6 +539,11 @@ struct PlannedFile {
     add: Arc<Add>,
     partitions: ParsedPartitions,
     rows: Option<RoaringTreemap>,
+    /// For a file split between a scan's parts: the part of its extent
+    /// ([`parts::extent`]) this read covers, as `[from, to)`. Only the row groups whose
+    /// middle falls in it are read, each row group's place on the extent being in
+    /// proportion to its compressed bytes.
+    span: Option<(u64, u64)>,
 }
 
 struct ScanContext {
@@ -575,6 +580,7 @@ impl ScanContext {
                 partitions: Arc::new(self.partition_values(add)?),
                 add: Arc::clone(add),
                 rows: None,
+                span: None,
             });
         }
         Ok(files)
@@ -596,6 +602,7 @@ impl ScanContext {
                         None => Arc::new(self.partition_values(add)?),
                     },
                     rows: None,
+                    span: None,
                 })
             })
             .collect()
@@ -635,6 +642,7 @@ impl ScanContext {
                     partitions: Arc::new(self.partition_values(add)?),
                     add: Arc::clone(add),
                     rows: None,
+                    span: None,
                 });
                 continue;
             };
@@ -657,6 +665,7 @@ impl ScanContext {
                 add: Arc::clone(add),
                 partitions: Arc::clone(partitions),
                 rows: None,
+                span: None,
             });
         }
         Ok((files, by_partition, by_stats))
