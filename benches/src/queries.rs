@@ -6,7 +6,7 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::kernels::aggregate::sum;
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use tarn::Snapshot;
 use tarn::expr::{Expr, col, lit};
 
@@ -149,27 +149,34 @@ impl Query {
         let mut scan = snapshot
             .scan()
             .select([self.column()])
-            .with_string_views(true);
+            .with_string_views(true)
+            .with_batch_size(64 * 1024);
         if let Some(filter) = self.filter() {
             scan = scan.filter(filter);
         }
-        // Casting strings runs on blocking threads, a batch per core at once, as an
-        // engine's partitions would; sums are cheaper than the hop.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let blocking = self == Query::SumValue2;
-        scan.with_batch_size(64 * 1024)
-            .execute()
-            .await?
-            .map(|batch| async move {
-                let batch = batch?;
-                if blocking {
-                    tokio::task::spawn_blocking(move || self.fold(&batch)).await?
-                } else {
-                    self.fold(&batch)
-                }
+        // As an engine runs a scan: planned once, read in a part per core, each part's
+        // batches folded on the task that decodes them, so a batch is cast while it is
+        // still in that core's cache.
+        let plan = std::sync::Arc::new(scan.plan().await?);
+        let scan = std::sync::Arc::new(scan);
+        let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let tasks = (0..parts).map(|part| {
+            let (scan, plan) = (std::sync::Arc::clone(&scan), std::sync::Arc::clone(&plan));
+            tokio::spawn(async move {
+                scan.execute_part(&plan, part, parts)
+                    .await?
+                    .map_err(crate::BenchError::from)
+                    .try_fold(
+                        0.0,
+                        |total, batch| async move { Ok(total + self.fold(&batch)?) },
+                    )
+                    .await
             })
-            .buffer_unordered(cores)
-            .try_fold(0.0, |total, value| async move { Ok(total + value) })
-            .await
+        });
+        let mut total = 0.0;
+        for task in futures::future::join_all(tasks).await {
+            total += task??;
+        }
+        Ok(total)
     }
 }
