@@ -1,6 +1,7 @@
 //! The execution plan of a Tarn scan: planned once by Tarn (partition values, file
-//! statistics, indices), read in parts, one per output partition, each part every n-th
-//! planned file, so DataFusion's threads read files side by side. Filters a join or a
+//! statistics, indices), read in parts, one per output partition, the parts sharing the
+//! planned files by their bytes (`Scan::execute_part`), so DataFusion's threads read
+//! files side by side. Filters a join or a
 //! TopK fills at run time skip further files by partition value ([`crate::dynamic`]).
 
 use std::fmt;
@@ -289,9 +290,12 @@ struct Skipper {
 
 impl Skipper {
     /// Which of one part's files the filters still let through, counting the others.
-    fn keep(&self, mine: &[&tarn::protocol::Add]) -> Vec<bool> {
-        let kept = dynamic::keep(mine, &self.filters, &self.schema, &self.partitions);
-        self.skipped.add(kept.iter().filter(|k| !**k).count());
+    fn keep(&self, mine: &[tarn::PartFile<'_>]) -> Vec<bool> {
+        let files: Vec<&tarn::protocol::Add> = mine.iter().map(|f| f.add).collect();
+        let kept = dynamic::keep(&files, &self.filters, &self.schema, &self.partitions);
+        // A file split between parts is counted by the part that reads its start.
+        let skipped = mine.iter().zip(&kept).filter(|(f, k)| f.first && !**k);
+        self.skipped.add(skipped.count());
         kept
     }
 }

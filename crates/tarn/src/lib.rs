@@ -98,7 +98,7 @@ pub use protocol::properties::ChangeStrategy;
 pub use restore::{RestoreBuilder, RestoreOutcome};
 pub use scan::{
     ColumnStatistics, CountOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, IN_FLIGHT_BYTES,
-    MAX_CONCURRENCY, MinMaxOutcome, RecordBatchStream, Scan, ScanPlan,
+    MAX_CONCURRENCY, MinMaxOutcome, PartFile, RecordBatchStream, Scan, ScanPlan,
 };
 pub use snapshot::{FileKey, PartitionColumn, Snapshot, SnapshotBuilder};
 pub use table::{Table, VersionInfo};

@@ -35,6 +35,7 @@ pub(crate) use file::{
     FileRows, load_deletion_vector_of, read_file_rows, read_file_rows_of, shares_of, stream_file,
 };
 pub use min_max::MinMaxOutcome;
+pub use parts::PartFile;
 pub(crate) use predicates::{bind_predicate, first_file_matching, names_partitions_only};
 pub(crate) use row_ids::{StableIds, with_columns as with_row_ids};
 pub use summary::ColumnStatistics;

@@ -1,8 +1,8 @@
 //! A planned scan read in parts, for an engine that runs a scan on threads of its own (a
 //! DataFusion plan's output partitions): the scan is planned once, and the parts share
-//! its files by their bytes, each a run of consecutive files; a file at the border of two
-//! runs is split between them by row groups, so a table of a few uneven files keeps
-//! every part busy.
+//! its files by their bytes, each a run of consecutive files; a large file at a border
+//! is split between the parts it reaches by row groups, so a table of a few uneven files
+//! does not leave one part with most of the work.
 
 use std::sync::Arc;
 
@@ -15,6 +15,17 @@ use crate::protocol::Add;
 /// files.
 const FILE_COST: u64 = 64 * 1024;
 
+/// A file of one part of a scan, as [`Scan::execute_part_where`] hands it to `keep`.
+#[derive(Debug, Clone, Copy)]
+pub struct PartFile<'a> {
+    /// The file's `add` action.
+    pub add: &'a Add,
+    /// Whether this part reads the file's start. A file split between parts is handed to
+    /// each of them, and is first in exactly one: count files where this holds to count
+    /// each once.
+    pub first: bool,
+}
+
 /// One part's share of a planned file: its position in the plan and, when the file is
 /// split between parts, the span of its extent this part reads ([`PlannedFile::span`]).
 type Unit = (usize, Option<(u64, u64)>);
@@ -25,7 +36,8 @@ impl Scan {
     /// predicate applied, at most the scan's limit of rows per part). The parts together
     /// return what `execute` returns. The parts share the files by their sizes, so that
     /// each has about as much to read: a part reads a run of consecutive files, and a
-    /// file at the border of two parts' runs is split between them by row groups.
+    /// file at a border that is larger than half a part's share is split by row groups
+    /// between the parts it reaches.
     ///
     /// Fails with [`Error::InvalidArgument`] when `part` is not below `parts`, and as
     /// `execute` does.
@@ -42,7 +54,8 @@ impl Scan {
     /// [`execute_part`](Self::execute_part), reading only the files of the part that
     /// `keep` keeps: it is given the part's files (each once, in plan order) and returns
     /// whether to read each, for an engine that skips files at run time. A file split
-    /// between parts is given to the `keep` of each.
+    /// between parts is given to the `keep` of each ([`PartFile::first`] says which
+    /// reads its start).
     ///
     /// Fails as `execute_part` does, and with [`Error::InvalidArgument`] when `keep`
     /// returns a different number of answers than it was given files.
@@ -51,7 +64,7 @@ impl Scan {
         plan: &ScanPlan,
         part: usize,
         parts: usize,
-        keep: impl FnOnce(&[&Add]) -> Vec<bool>,
+        keep: impl FnOnce(&[PartFile<'_>]) -> Vec<bool>,
     ) -> Result<RecordBatchStream> {
         if part >= parts {
             return Err(Error::InvalidArgument {
@@ -61,9 +74,15 @@ impl Scan {
         }
         let extents: Vec<u64> = plan.files.iter().map(extent).collect();
         let mut units = units_of(&extents, part, parts);
-        let mut positions: Vec<usize> = units.iter().map(|u| u.0).collect();
-        positions.dedup();
-        let mine: Vec<&Add> = positions.iter().map(|i| &plan.files[*i]).collect();
+        // A file is one unit of a part: its whole extent, or the part's span of it.
+        let positions: Vec<usize> = units.iter().map(|u| u.0).collect();
+        let mine: Vec<PartFile<'_>> = units
+            .iter()
+            .map(|(i, span)| PartFile {
+                add: &plan.files[*i],
+                first: span.is_none_or(|(from, _)| from == 0),
+            })
+            .collect();
         let kept = keep(&mine);
         if kept.len() != mine.len() {
             return Err(Error::InvalidArgument {
@@ -112,29 +131,33 @@ pub(super) fn extent(add: &Add) -> u64 {
 /// The units of part `part` of `parts` over files of `extents`, in plan order. The files
 /// are laid end to end and the line cut into `parts` equal spans; a part reads the files
 /// inside its span whole. A file cut by a boundary goes whole to the part holding its
-/// middle when it is under half a span; a larger one is split, each part reading the row
-/// groups whose middle falls in its span. Every part computes the same cuts, so each row
+/// middle when it is at most half the average span; a larger one is split, each part
+/// reading the row groups whose middle falls in its span. Every part computes the same cuts, so each row
 /// group is read once.
 fn units_of(extents: &[u64], part: usize, parts: usize) -> Vec<Unit> {
+    // In u128: a corrupt log's sizes near i64::MAX must not wrap the line.
     let total: u128 = extents.iter().map(|e| u128::from(*e)).sum();
-    let cut = |b: usize| (total * b as u128 / parts as u128) as u64;
+    let cut = |b: usize| total * b as u128 / parts.max(1) as u128;
     let (from, to) = (cut(part), cut(part + 1));
-    let share = (total / parts.max(1) as u128) as u64;
+    let share = total / parts.max(1) as u128;
     let mut units = Vec::new();
-    let mut start = 0u64;
+    let mut start = 0u128;
     for (i, extent) in extents.iter().enumerate() {
+        let extent = u128::from(*extent);
         let end = start + extent;
         if start >= from && end <= to {
             units.push((i, None));
         } else if start < to && end > from {
-            // A file under half a part's share goes whole to the part holding its middle.
-            if extent.saturating_mul(2) <= share {
+            // A file of at most half a share goes whole to the part holding its middle.
+            if extent * 2 <= share {
                 let middle = start + extent / 2;
                 if from <= middle && middle < to {
                     units.push((i, None));
                 }
             } else {
-                units.push((i, Some((from.max(start) - start, to.min(end) - start))));
+                // Both ends are within the file's extent, a u64.
+                let span = (from.max(start) - start, to.min(end) - start);
+                units.push((i, Some((span.0 as u64, span.1 as u64))));
             }
         }
         start = end;
