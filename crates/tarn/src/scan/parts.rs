@@ -115,7 +115,11 @@ impl Scan {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let concurrency = self.concurrency_for(&files);
+        // As `execute`: a few pages per file when an index selected the rows.
+        let concurrency = match plan.rows.is_empty() {
+            true => self.concurrency_for(&files),
+            false => self.concurrency_for(&files).max(super::INDEXED_CONCURRENCY),
+        };
         // The parts run at once: each has its part of the cores.
         let cores = (crate::tasks::cores() / parts).max(1);
         Ok(self.read_files(ctx, files, concurrency, cores))
