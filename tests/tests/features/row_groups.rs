@@ -25,6 +25,23 @@ fn ids(batches: &[RecordBatch]) -> Vec<i64> {
     out
 }
 
+/// A new table at `dir/t` of `schema`, with deletion vectors on.
+async fn dv_table(dir: &std::path::Path, schema: &arrow::datatypes::SchemaRef) -> Table {
+    Table::create(dir.join("t").to_str().unwrap())
+        .with_arrow_schema(schema)
+        .with_property("delta.enableDeletionVectors", "true")
+        .execute()
+        .await
+        .unwrap()
+}
+
+/// Writer settings that cut a file into row groups of 7,000 rows.
+fn small_row_groups() -> WriterProperties {
+    WriterProperties::builder()
+        .set_max_row_group_row_count(Some(7_000))
+        .build()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_of_many_row_groups_reads_every_live_row_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -34,19 +51,10 @@ async fn a_file_of_many_row_groups_reads_every_live_row_once() {
         vec![Arc::new(Int64Array::from_iter_values(0..100_000))],
     )
     .unwrap();
-    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
-        .with_arrow_schema(&schema)
-        .with_property("delta.enableDeletionVectors", "true")
-        .execute()
-        .await
-        .unwrap();
+    let mut table = dv_table(dir.path(), &schema).await;
     table
         .write([data])
-        .with_writer_properties(
-            WriterProperties::builder()
-                .set_max_row_group_row_count(Some(7_000))
-                .build(),
-        )
+        .with_writer_properties(small_row_groups())
         .execute()
         .await
         .unwrap();
@@ -133,20 +141,11 @@ async fn merge_on_read_changes_to_a_file_of_many_row_groups_mark_the_right_rows(
         )
         .unwrap()
     };
-    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
-        .with_arrow_schema(&schema)
-        .with_property("delta.enableDeletionVectors", "true")
-        .execute()
-        .await
-        .unwrap();
+    let mut table = dv_table(dir.path(), &schema).await;
     // One file of 15 row groups: a change reading it decodes runs of them at once.
     table
         .write([rows((0..100_000).collect(), |id| id)])
-        .with_writer_properties(
-            WriterProperties::builder()
-                .set_max_row_group_row_count(Some(7_000))
-                .build(),
-        )
+        .with_writer_properties(small_row_groups())
         .execute()
         .await
         .unwrap();
@@ -212,22 +211,12 @@ async fn the_parts_of_a_scan_split_a_large_file_by_row_groups_and_read_each_row_
         )
         .unwrap()
     };
-    let mut table = Table::create(dir.path().join("t").to_str().unwrap())
-        .with_arrow_schema(&schema)
-        .with_property("delta.enableDeletionVectors", "true")
-        .execute()
-        .await
-        .unwrap();
-    let small_groups = || {
-        WriterProperties::builder()
-            .set_max_row_group_row_count(Some(7_000))
-            .build()
-    };
+    let mut table = dv_table(dir.path(), &schema).await;
     // A file of 15 row groups, then one of 2: the second is about a seventh the size.
     for ids in [0..100_000, 100_000..114_000] {
         table
             .write([batch(ids)])
-            .with_writer_properties(small_groups())
+            .with_writer_properties(small_row_groups())
             .execute()
             .await
             .unwrap();

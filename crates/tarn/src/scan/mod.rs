@@ -220,6 +220,16 @@ impl Scan {
     }
 
     /// Files read at once for these planned files.
+    /// Files of `plan` to keep in flight while reading `files`. Rows an index selected
+    /// are a few pages per file: more files are kept in flight, so the reads take one
+    /// round trip rather than one per batch of files.
+    fn concurrency_of(&self, files: &[PlannedFile], plan: &ScanPlan) -> usize {
+        match plan.rows.is_empty() {
+            true => self.concurrency_for(files),
+            false => self.concurrency_for(files).max(INDEXED_CONCURRENCY),
+        }
+    }
+
     fn concurrency_for(&self, files: &[PlannedFile]) -> usize {
         if let Some(n) = self.concurrency {
             return n;
@@ -471,13 +481,7 @@ impl Scan {
     pub async fn execute(self) -> Result<RecordBatchStream> {
         let ctx = Arc::new(self.context()?);
         let (files, plan) = self.plan_files(&ctx).await?;
-        // Rows an index selected are a few pages per file: keep more files in flight, so
-        // the reads take one round trip rather than one per batch of files.
-        let concurrency = if plan.rows.is_empty() {
-            self.concurrency_for(&files)
-        } else {
-            self.concurrency_for(&files).max(INDEXED_CONCURRENCY)
-        };
+        let concurrency = self.concurrency_of(&files, &plan);
         Ok(self.read_files(ctx, files, concurrency, crate::tasks::cores()))
     }
 

@@ -73,9 +73,8 @@ impl Scan {
             });
         }
         let extents: Vec<u64> = plan.files.iter().map(extent).collect();
-        let mut units = units_of(&extents, part, parts);
+        let units = units_of(&extents, part, parts);
         // A file is one unit of a part: its whole extent, or the part's span of it.
-        let positions: Vec<usize> = units.iter().map(|u| u.0).collect();
         let mine: Vec<PartFile<'_>> = units
             .iter()
             .map(|(i, span)| PartFile {
@@ -90,19 +89,12 @@ impl Scan {
                 reason: format!("{} answers for {} files", kept.len(), mine.len()),
             });
         }
-        if kept.contains(&false) {
-            let dropped: std::collections::HashSet<usize> = positions
-                .iter()
-                .zip(&kept)
-                .filter(|(_, k)| !**k)
-                .map(|(i, _)| *i)
-                .collect();
-            units.retain(|u| !dropped.contains(&u.0));
-        }
         let ctx = Arc::new(self.context()?);
         let files = units
             .into_iter()
-            .map(|(i, span)| {
+            .zip(kept)
+            .filter(|(_, kept)| *kept)
+            .map(|((i, span), _)| {
                 let add = &plan.files[i];
                 Ok(PlannedFile {
                     partitions: match plan.partitions_of(i, add) {
@@ -115,11 +107,7 @@ impl Scan {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        // As `execute`: a few pages per file when an index selected the rows.
-        let concurrency = match plan.rows.is_empty() {
-            true => self.concurrency_for(&files),
-            false => self.concurrency_for(&files).max(super::INDEXED_CONCURRENCY),
-        };
+        let concurrency = self.concurrency_of(&files, plan);
         // The parts run at once: each has its part of the cores.
         let cores = (crate::tasks::cores() / parts).max(1);
         Ok(self.read_files(ctx, files, concurrency, cores))
