@@ -39,6 +39,8 @@ mod gate;
 mod hedge;
 mod latency;
 mod local;
+#[cfg(target_os = "linux")]
+mod local_read;
 mod location;
 mod random;
 mod redact;

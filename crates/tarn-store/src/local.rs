@@ -8,7 +8,9 @@
 //! disk file system, run where they are asked for, and only while the kernel can serve
 //! them without waiting (`preadv2` with `RWF_NOWAIT`): a read that would wait on the
 //! disk, and every read on a network or FUSE mount, goes to the blocking pool as before.
-//! Everything else goes through `LocalFileSystem` unchanged.
+//! On Linux, larger reads run on the blocking pool as there, but into buffers that are
+//! not zero-filled first (`local_read`). Everything else goes through `LocalFileSystem`
+//! unchanged.
 
 use std::fmt;
 use std::ops::Range;
@@ -27,10 +29,11 @@ use object_store::{
 /// calling thread.
 pub const INLINE_BYTES: u64 = 512 * 1024;
 
-/// The local file system, as `LocalFileSystem` serves it, except that ranged reads of at
-/// most [`INLINE_BYTES`] that the page cache holds run on the calling thread instead of
-/// tokio's blocking pool (on Linux, for a root on a local disk). [`crate::open`] gives
-/// this store for local paths.
+/// The local file system, as `LocalFileSystem` serves it, except for ranged reads on
+/// Linux: those of at most [`INLINE_BYTES`] that the page cache holds run on the calling
+/// thread instead of tokio's blocking pool (for a root on a local disk), and larger ones
+/// read into buffers that are not zero-filled before the read.
+/// [`crate::open`] gives this store for local paths.
 #[derive(Debug)]
 pub struct LocalStore {
     inner: LocalFileSystem,
@@ -183,6 +186,17 @@ impl ObjectStore for LocalStore {
                 return read;
             }
         }
+        #[cfg(target_os = "linux")]
+        if total > INLINE_BYTES {
+            let path = self.inner.path_to_filesystem(location)?;
+            let owned = ranges.to_vec();
+            let read =
+                tokio::task::spawn_blocking(move || crate::local_read::read_ranges(&path, &owned))
+                    .await;
+            if let Ok(Some(read)) = read {
+                return read;
+            }
+        }
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -286,6 +300,17 @@ mod tests {
         let err = store.get_ranges(&path, &[4..16]).await.unwrap_err();
         let expected = LocalFileSystem::new()
             .get_ranges(&path, &[4..16])
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), expected.to_string());
+        // Past the end, large: the unfilled read leaves the error to `LocalFileSystem`.
+        let large = 0..INLINE_BYTES + 1;
+        let err = store
+            .get_ranges(&path, std::slice::from_ref(&large))
+            .await
+            .unwrap_err();
+        let expected = LocalFileSystem::new()
+            .get_ranges(&path, &[large])
             .await
             .unwrap_err();
         assert_eq!(err.to_string(), expected.to_string());
