@@ -8,9 +8,9 @@
 //! disk file system, run where they are asked for, and only while the kernel can serve
 //! them without waiting (`preadv2` with `RWF_NOWAIT`): a read that would wait on the
 //! disk, and every read on a network or FUSE mount, goes to the blocking pool as before.
-//! On Linux, larger reads run on the blocking pool as there, but into buffers that are
-//! not zero-filled first (`local_read`). Everything else goes through `LocalFileSystem`
-//! unchanged.
+//! On Linux, requests of more than [`INLINE_BYTES`] in total run on the blocking pool as
+//! `LocalFileSystem`'s do, but read into buffers that are not zero-filled first
+//! (`local_read`). Everything else goes through `LocalFileSystem` unchanged.
 
 use std::fmt;
 use std::ops::Range;
@@ -190,10 +190,13 @@ impl ObjectStore for LocalStore {
         if total > INLINE_BYTES {
             let path = self.inner.path_to_filesystem(location)?;
             let owned = ranges.to_vec();
-            let read =
-                tokio::task::spawn_blocking(move || crate::local_read::read_ranges(&path, &owned))
-                    .await;
-            if let Ok(Some(read)) = read {
+            let read = move || crate::local_read::read_ranges(&path, &owned);
+            // Outside a tokio runtime, read in place, as `LocalFileSystem` does.
+            let read = match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => runtime.spawn_blocking(read).await.ok().flatten(),
+                Err(_) => read(),
+            };
+            if let Some(read) = read {
                 return read;
             }
         }
@@ -285,6 +288,18 @@ mod tests {
         assert_eq!(got[0].as_ref(), &data[..]);
     }
 
+    #[test]
+    fn large_reads_work_outside_a_tokio_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path());
+        let path = store_path(&dir, "f");
+        let data: Vec<u8> = (0..(2 * INLINE_BYTES as usize)).map(|i| i as u8).collect();
+        std::fs::write(dir.path().join("f"), &data).unwrap();
+        let whole = 0..data.len() as u64;
+        let got = futures::executor::block_on(store.get_ranges(&path, &[whole])).unwrap();
+        assert_eq!(got[0].as_ref(), &data[..]);
+    }
+
     #[tokio::test]
     async fn errors_are_local_file_systems() {
         let dir = tempfile::tempdir().unwrap();
@@ -295,6 +310,21 @@ mod tests {
             matches!(err, object_store::Error::NotFound { .. }),
             "{err:?}"
         );
+        // Missing, large: the same error as `LocalFileSystem`'s, word for word.
+        let large = 0..INLINE_BYTES + 1;
+        let err = store
+            .get_ranges(&missing, std::slice::from_ref(&large))
+            .await
+            .unwrap_err();
+        let expected = LocalFileSystem::new()
+            .get_ranges(&missing, std::slice::from_ref(&large))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, object_store::Error::NotFound { .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), expected.to_string());
         let path = store_path(&dir, "f");
         store.put(&path, vec![1u8; 8].into()).await.unwrap();
         let err = store.get_ranges(&path, &[4..16]).await.unwrap_err();

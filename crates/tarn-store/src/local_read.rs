@@ -28,13 +28,13 @@ fn read_range(file: &File, start: u64, len: usize) -> Option<Vec<u8>> {
             _ => return None,
         }
     }
-    // The allocator may have given more room than asked, and the last read filled it.
-    buf.truncate(len);
+    // `with_capacity` gave exactly `len`, so no read went past the range.
+    debug_assert_eq!(buf.len(), len);
     Some(buf)
 }
 
-/// Reads `ranges` of the file at `path`. A missing file is `NotFound`; `None` when a
-/// read fails any other way or comes up short (a range past the end), for the caller to
+/// Reads `ranges` of the file at `path`. A missing file is `NotFound`; `None` when
+/// opening or reading fails any other way or comes up short (a range past the end), for the caller to
 /// read through `LocalFileSystem`, whose error names the cause. Blocks: call it on the
 /// blocking pool.
 pub(crate) fn read_ranges(
