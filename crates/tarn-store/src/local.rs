@@ -61,8 +61,7 @@ impl fmt::Display for LocalStore {
 
 #[cfg(target_os = "linux")]
 mod inline {
-    use std::fs::File;
-    use std::io::{ErrorKind, IoSliceMut};
+    use std::io::IoSliceMut;
     use std::ops::Range;
 
     use bytes::Bytes;
@@ -95,15 +94,9 @@ mod inline {
         path: &std::path::Path,
         ranges: &[Range<u64>],
     ) -> Option<object_store::Result<Vec<Bytes>>> {
-        let file = match File::open(path) {
+        let file = match crate::local_read::open(path)? {
             Ok(file) => file,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Some(Err(object_store::Error::NotFound {
-                    path: path.to_string_lossy().to_string(),
-                    source: Box::new(e),
-                }));
-            }
-            Err(_) => return None,
+            Err(e) => return Some(Err(e)),
         };
         let mut out = Vec::with_capacity(ranges.len());
         for range in ranges {

@@ -33,23 +33,31 @@ fn read_range(file: &File, start: u64, len: usize) -> Option<Vec<u8>> {
     Some(buf)
 }
 
+/// Opens the file at `path` for reading. A missing file is `NotFound`, as
+/// `LocalFileSystem` reports it; `None` when opening fails any other way, for the caller
+/// to read through `LocalFileSystem`, whose error names the cause.
+pub(crate) fn open(path: &std::path::Path) -> Option<object_store::Result<File>> {
+    match File::open(path) {
+        Ok(file) => Some(Ok(file)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Some(Err(object_store::Error::NotFound {
+            path: path.to_string_lossy().to_string(),
+            source: Box::new(e),
+        })),
+        Err(_) => None,
+    }
+}
+
 /// Reads `ranges` of the file at `path`. A missing file is `NotFound`; `None` when
-/// opening or reading fails any other way or comes up short (a range past the end), for the caller to
-/// read through `LocalFileSystem`, whose error names the cause. Blocks: call it on the
-/// blocking pool.
+/// opening or reading fails any other way or comes up short (a range past the end), for
+/// the caller to read through `LocalFileSystem`, whose error names the cause. Blocks:
+/// call it on the blocking pool.
 pub(crate) fn read_ranges(
     path: &std::path::Path,
     ranges: &[Range<u64>],
 ) -> Option<object_store::Result<Vec<Bytes>>> {
-    let file = match File::open(path) {
+    let file = match open(path)? {
         Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Some(Err(object_store::Error::NotFound {
-                path: path.to_string_lossy().to_string(),
-                source: Box::new(e),
-            }));
-        }
-        Err(_) => return None,
+        Err(e) => return Some(Err(e)),
     };
     ranges
         .iter()
